@@ -1,0 +1,66 @@
+"""Tools: their definition, their run context, and the per-agent registry."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_core.providers.base import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool may know about the run that calls it."""
+
+    workspace: Path
+    session_key: str
+    user_id: str
+    agent_id: str
+    run_id: str
+
+
+ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: ToolHandler
+    # Read-only tools may run concurrently with each other; anything else runs alone.
+    read_only: bool = False
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+@dataclass
+class ToolRegistry:
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool]) -> ToolRegistry:
+        return cls({tool.name: tool for tool in tools})
+
+    def register(self, tool: Tool) -> None:
+        self.tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def clone(self) -> ToolRegistry:
+        """A copy an agent can extend without touching the shared registry."""
+        return ToolRegistry(dict(self.tools))
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec for tool in self.tools.values()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tools
+
+    def __len__(self) -> int:
+        return len(self.tools)
