@@ -28,6 +28,7 @@ from agent_core.events import Event, EventBus, EventType
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.prompt import build_system_prompt
 from agent_core.providers.base import Delta, ModelRequest, ModelResponse, Provider
+from agent_core.retry import RetryPolicy, call_with_retry
 from agent_core.run import RunRequest, RunResult, RunStatus
 from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
@@ -72,7 +73,10 @@ class Loop:
         store: SessionStore,
         traces: TraceStore,
         events: EventBus,
+        *,
+        retry: RetryPolicy | None = None,
     ) -> None:
+        self.retry = retry or RetryPolicy()
         self.settings = settings
         self.provider = provider
         self.tools = tools
@@ -206,8 +210,20 @@ class Loop:
             temperature=self.settings.temperature,
             max_tokens=self.settings.max_tokens,
         )
+        async def on_retry(attempt: int, max_attempts: int, exc: BaseException) -> None:
+            log.info("provider.retrying", attempt=attempt, error=str(exc)[:200])
+            await self._emit(
+                request,
+                EventType.RUN_RETRYING,
+                attempt=attempt,
+                maxAttempts=max_attempts,
+                error=str(exc)[:500],
+            )
+
         try:
-            response = await self.provider.complete(model_request, on_delta)
+            response = await call_with_retry(
+                lambda: self.provider.complete(model_request, on_delta), self.retry, on_retry
+            )
         except BaseException as exc:
             span.end(error=True, error_message=str(exc)[:500])
             raise

@@ -9,6 +9,7 @@ from agent_core.providers.base import (
     ToolSpec,
 )
 from agent_core.providers.offline import OfflineProvider
+from agent_core.providers.openai_compat import OpenAICompatProvider
 
 __all__ = [
     "Delta",
@@ -16,6 +17,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "OfflineProvider",
+    "OpenAICompatProvider",
     "Provider",
     "ToolSpec",
 ]

@@ -1,0 +1,1 @@
+"""Loopgate: wires the channels to the agent core."""

@@ -1,0 +1,94 @@
+"""Building and tearing down the whole service from a Config.
+
+``Loopgate`` owns every long-lived resource (database, providers, channels, runs) and opens and
+closes them in order; the HTTP server and the terminal chat are two front ends on top of it.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from types import TracebackType
+
+import structlog
+
+from agent_core import EventBus
+from bot.agents import AgentRouter
+from bot.config import Config
+from bot.dedupe import MemoryDedupe
+from bot.gateway import Gateway
+from bot.run_registry import LocalRunRegistry
+from bot.storage import Database, SqlSessionStore, SqlTraceStore, open_database
+from channels import Channel
+from channels.local import LocalChannel
+
+log = structlog.get_logger(__name__)
+
+
+class Loopgate:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.events = EventBus()
+        self.registry = LocalRunRegistry()
+        self.web = LocalChannel(name="web")
+        self.terminal = LocalChannel(name="cli")
+        self._stack = AsyncExitStack()
+        self._db: Database | None = None
+        self._gateway: Gateway | None = None
+
+    @property
+    def gateway(self) -> Gateway:
+        if self._gateway is None:
+            raise RuntimeError("Loopgate is not started")
+        return self._gateway
+
+    @property
+    def db(self) -> Database:
+        if self._db is None:
+            raise RuntimeError("Loopgate is not started")
+        return self._db
+
+    async def start(self) -> None:
+        self._db = await open_database(self.config.database.url)
+        self._stack.push_async_callback(self._db.aclose)
+        sessions = SqlSessionStore(self._db)
+        router = AgentRouter(
+            self.config, store=sessions, traces=SqlTraceStore(self._db), events=self.events
+        )
+        self._stack.push_async_callback(router.aclose)
+        gateway = Gateway(
+            self.config,
+            router=router,
+            registry=self.registry,
+            dedupe=MemoryDedupe(),
+            events=self.events,
+            sessions=sessions,
+        )
+        self._gateway = gateway
+        self._stack.push_async_callback(gateway.scheduler.aclose)
+        for channel in self._channels():
+            await self._start_channel(channel)
+        log.info("loopgate.started", channels=sorted(gateway.channels), db=self._db.safe_url)
+
+    def _channels(self) -> list[Channel]:
+        return [self.web, self.terminal]
+
+    async def _start_channel(self, channel: Channel) -> None:
+        self.gateway.add_channel(channel)
+        await channel.start(self.gateway.handle_inbound)
+        self._stack.push_async_callback(channel.stop)
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
+        log.info("loopgate.stopped")
+
+    async def __aenter__(self) -> Loopgate:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,306 @@
+"""config.yaml: loading, ``${VAR}`` interpolation, validation.
+
+Everything an operator can set lives here, validated once at start-up. A bad value stops the
+process with a message that names the key path (``channels.telegram.token: field required``).
+Secrets can always come from the environment: ``token: ${TELEGRAM_TOKEN}``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_CONFIG_PATH = Path("config.yaml")
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class ConfigFileError(Exception):
+    """The configuration can't be used; the message names every bad key path."""
+
+    def __init__(self, problems: list[str], source: str = "") -> None:
+        self.problems = problems
+        where = f"{source}: " if source else ""
+        super().__init__(where + "invalid configuration\n  " + "\n  ".join(problems))
+
+
+class _Model(BaseModel):
+    # Unknown keys are typos more often than not: reject them so they are noticed.
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatabaseConfig(_Model):
+    url: str = "sqlite+aiosqlite:///./data/loopgate.db"
+    """SQLAlchemy async URL: ``sqlite+aiosqlite:///path`` or ``postgresql+asyncpg://...``."""
+
+
+class ServerConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    """Overridden by the ``PORT`` environment variable (PaaS convention)."""
+
+
+class ProviderConfig(_Model):
+    kind: Literal["openai"] = "openai"
+    """Wire protocol; every ``openai`` provider speaks the Chat Completions API."""
+    base_url: str = OPENAI_BASE_URL
+    api_key: str = ""
+    model: str = "gpt-4o-mini"
+    timeout: float = Field(120.0, gt=0)
+    """Seconds to wait for the model (read timeout of one call)."""
+
+
+class ProvidersConfig(BaseModel):
+    """``default`` names the provider agents use; every other key is a provider."""
+
+    model_config = ConfigDict(extra="allow")
+    default: str = "openai"
+    openai: ProviderConfig = Field(default_factory=ProviderConfig)
+
+    @model_validator(mode="after")
+    def _validate_extra(self) -> ProvidersConfig:
+        for name, value in list((self.model_extra or {}).items()):
+            self.model_extra[name] = ProviderConfig.model_validate(value)  # type: ignore[index]
+        if self.default not in self.all():
+            raise ValueError(f"default provider {self.default!r} is not defined under providers")
+        return self
+
+    def all(self) -> dict[str, ProviderConfig]:
+        extra: dict[str, ProviderConfig] = dict(self.model_extra or {})
+        return {"openai": self.openai, **extra}
+
+
+class AgentDefaults(_Model):
+    max_iterations: int = Field(20, ge=1, le=200)
+    context_window: int = Field(200_000, ge=1000)
+    workspace: Path = Path("./data/workspaces")
+    max_message_chars: int = Field(32_768, ge=100)
+    history_limit: int = Field(50, ge=1)
+    """How many past user turns the model sees."""
+    system_prompt: str = ""
+    stream: bool = True
+
+
+class AgentConfig(_Model):
+    """One agent; unset fields fall back to ``agents.defaults``."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    provider: str | None = None
+    model: str | None = None
+    max_iterations: int | None = Field(None, ge=1, le=200)
+    context_window: int | None = Field(None, ge=1000)
+    workspace: Path | None = None
+    system_prompt: str | None = None
+
+
+class AgentsConfig(_Model):
+    default: str = "main"
+    defaults: AgentDefaults = Field(default_factory=AgentDefaults)
+    list: builtins.list[AgentConfig] = Field(default_factory=builtins.list)
+
+
+class BotConfig(_Model):
+    """Scheduling and user-facing behaviour shared by every channel."""
+
+    queue_cap: int = Field(10, ge=1)
+    dm_concurrency: int = Field(1, ge=1)
+    group_concurrency: int = Field(3, ge=1)
+    admins: list[str] = Field(default_factory=list)
+    """User ids (``channel:user_id`` or bare ids) allowed to stop anyone's run."""
+    error_reply: str = "Sorry, something went wrong while answering. Please try again."
+    silent_errors: bool = False
+    stop_reply: str = "Stopped."
+    nothing_to_stop_reply: str = "Nothing to stop."
+    not_allowed_reply: str = "Only the person who asked or an admin can stop this."
+    typing_interval: float = Field(4.0, gt=0)
+    typing_ttl: float = Field(120.0, gt=0)
+    reactions: bool = True
+    reaction_cleanup: Literal["clear", "final"] = "clear"
+
+
+class _ChannelBase(_Model):
+    enabled: bool = False
+    agent: str | None = None
+    admins: list[str] = Field(default_factory=list)
+
+    def _require(self, channel: str, *fields: str) -> list[str]:
+        if not self.enabled:
+            return []
+        return [
+            f"channels.{channel}.{name}: field required (the channel is enabled)"
+            for name in fields
+            if not getattr(self, name)
+        ]
+
+
+class TelegramConfig(_ChannelBase):
+    token: str = ""
+    api_base_url: str = "https://api.telegram.org"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str = ""
+    webhook_secret: str = ""
+
+
+class SlackConfig(_ChannelBase):
+    bot_token: str = ""
+    app_token: str = ""
+    signing_secret: str = ""
+    api_base_url: str = "https://slack.com/api/"
+    mode: Literal["socket", "http"] = "socket"
+
+
+class ZaloConfig(_ChannelBase):
+    token: str = ""
+    api_base_url: str = "https://bot-api.zaloplatforms.com"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str = ""
+    webhook_secret: str = ""
+
+
+class ChannelsConfig(_Model):
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    zalo: ZaloConfig = Field(default_factory=ZaloConfig)
+
+
+class LoggingConfig(_Model):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["console", "json"] = "console"
+
+
+class Config(_Model):
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    bot: BotConfig = Field(default_factory=BotConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    def semantic_problems(self) -> list[str]:
+        """Checks that span several keys, reported with the key path like schema errors."""
+        problems: list[str] = []
+        ch = self.channels
+        problems += ch.telegram._require("telegram", "token")
+        if ch.telegram.mode == "webhook":
+            problems += ch.telegram._require("telegram", "webhook_url", "webhook_secret")
+        problems += ch.slack._require("slack", "bot_token")
+        problems += ch.slack._require(
+            "slack", "app_token" if ch.slack.mode == "socket" else "signing_secret"
+        )
+        problems += ch.zalo._require("zalo", "token")
+        if ch.zalo.mode == "webhook":
+            problems += ch.zalo._require("zalo", "webhook_url", "webhook_secret")
+        providers = self.providers.all()
+        agent_ids = {a.id for a in self.agents.list} | {"main"}
+        for i, agent in enumerate(self.agents.list):
+            if agent.provider and agent.provider not in providers:
+                problems.append(
+                    f"agents.list.{i}.provider: unknown provider {agent.provider!r} "
+                    f"(defined: {', '.join(sorted(providers))})"
+                )
+        if self.agents.default not in agent_ids:
+            problems.append(f"agents.default: unknown agent {self.agents.default!r}")
+        for name in ("telegram", "slack", "zalo"):
+            agent = getattr(ch, name).agent
+            if agent and agent not in agent_ids:
+                problems.append(f"channels.{name}.agent: unknown agent {agent!r}")
+        return problems
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+
+
+def interpolate(value: Any, environ: Mapping[str, str], path: str = "") -> Any:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string of a parsed YAML tree.
+
+    Done after parsing, not on the raw text, so a secret containing ``:`` or ``#`` can't change
+    the YAML structure. A ``${VAR}`` without default whose variable is unset is an error.
+    """
+    if isinstance(value, dict):
+        return {k: interpolate(v, environ, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, environ, f"{path}.{i}") for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        raise ConfigFileError([f"{path}: environment variable {name} is not set"])
+
+    result = _VAR.sub(replace, value)
+    # A value that was only "${PORT}" should still validate as an int: YAML-parse scalars.
+    if result != value and _VAR.fullmatch(value.strip()):
+        try:
+            parsed = yaml.safe_load(result) if result else result
+        except yaml.YAMLError:
+            return result
+        if isinstance(parsed, int | float | bool):
+            return parsed
+    return result
+
+
+def _format_error(error: Any) -> str:
+    loc = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    msg = str(error["msg"])
+    if error["type"] == "missing":
+        msg = "field required"
+    elif error["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif msg.startswith("Value error, "):
+        msg = msg.removeprefix("Value error, ")
+    return f"{loc}: {msg[:1].lower()}{msg[1:]}"
+
+
+def parse_config(
+    data: Any, environ: Mapping[str, str] | None = None, *, source: str = ""
+) -> Config:
+    env = os.environ if environ is None else environ
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigFileError(["(top level): expected a mapping of sections"], source)
+    try:
+        data = interpolate(data, env)
+    except ConfigFileError as exc:
+        raise ConfigFileError(exc.problems, source) from None
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigFileError([_format_error(e) for e in exc.errors()], source) from None
+    problems = config.semantic_problems()
+    if problems:
+        raise ConfigFileError(problems, source)
+    if "PORT" in env:
+        try:
+            config.server.port = int(env["PORT"])
+        except ValueError:
+            raise ConfigFileError([f"PORT: not a port number: {env['PORT']!r}"], source) from None
+    return config
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read ``path`` (default ``./config.yaml`` when present, else built-in defaults)."""
+    if path is None:
+        if not DEFAULT_CONFIG_PATH.exists():
+            return parse_config({}, environ, source="built-in defaults")
+        path = DEFAULT_CONFIG_PATH
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigFileError([f"cannot read file: {exc.strerror}"], str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigFileError([f"not valid YAML: {exc}"], str(path)) from None
+    return parse_config(data, environ, source=str(path))

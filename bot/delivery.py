@@ -1,0 +1,55 @@
+"""Getting an answer out through a channel: NO_REPLY, formatting, chunking, pacing.
+
+Used by every channel, so platform differences are read from ``Channel.capabilities`` instead of
+being special-cased here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from agent_core.run import is_no_reply
+from bot.chunking import render_chunks
+from channels import Channel, ChatRef, MessageRef, RetryAfter
+
+log = structlog.get_logger(__name__)
+
+MAX_SEND_ATTEMPTS = 3
+MAX_RETRY_AFTER = 60.0
+
+
+async def send_with_retry(
+    channel: Channel, chat: ChatRef, text: str, *, reply_to: str | None = None
+) -> MessageRef:
+    """Send one chunk, waiting out a platform's ``RetryAfter`` a few times.
+
+    Only ``RetryAfter`` is retried here: the platform told us the message was not accepted, so a
+    retry can't produce a duplicate. Other failures may have been delivered; adapters retry those
+    themselves where the API makes it safe.
+    """
+    for attempt in range(1, MAX_SEND_ATTEMPTS + 1):
+        try:
+            return await channel.send_text(chat, text, reply_to=reply_to)
+        except RetryAfter as exc:
+            if attempt == MAX_SEND_ATTEMPTS or exc.retry_after > MAX_RETRY_AFTER:
+                raise
+            log.info("delivery.retry_after", channel=channel.name, wait=exc.retry_after)
+            await asyncio.sleep(exc.retry_after)
+    raise AssertionError("unreachable")
+
+
+async def deliver(
+    channel: Channel, chat: ChatRef, text: str, *, reply_to: str | None = None
+) -> list[MessageRef]:
+    """Format and send ``text``; sends nothing for NO_REPLY or an empty answer."""
+    if is_no_reply(text):
+        return []
+    caps = channel.capabilities
+    sent: list[MessageRef] = []
+    for index, chunk in enumerate(render_chunks(text, caps.formatting, caps.max_chars)):
+        # Only the first chunk quotes the user's message; the rest follow it.
+        ref = await send_with_retry(channel, chat, chunk, reply_to=reply_to if index == 0 else None)
+        sent.append(ref)
+    return sent

@@ -1,0 +1,45 @@
+"""Markdown → chat-platform text.
+
+The model answers in Markdown; each channel wants its own flavour (see
+:data:`channels.types.Formatting`). One parser (markdown-it-py) builds a syntax tree and a small
+renderer per flavour walks it, so every construct is handled once per platform instead of by
+regex rewriting of the source.
+"""
+
+from __future__ import annotations
+
+import html
+
+import structlog
+
+from bot.formatting.html import HtmlRenderer
+from bot.formatting.mrkdwn import MrkdwnRenderer, escape_keeping_tokens
+from bot.formatting.plain import PlainRenderer
+from channels.types import Formatting
+
+__all__ = ["render"]
+
+log = structlog.get_logger(__name__)
+
+
+def render(markdown: str, flavour: Formatting) -> str:
+    """Render the model's markdown for a platform. Never raises."""
+    if flavour == "markdown":  # web/CLI render markdown themselves
+        return markdown
+    try:
+        if flavour == "html":
+            return HtmlRenderer().render(markdown)
+        if flavour == "mrkdwn":
+            return MrkdwnRenderer().render(markdown)
+        return PlainRenderer().render(markdown)
+    except Exception:  # a formatting bug must not lose the answer: send it unformatted
+        log.exception("markdown_render_failed", flavour=flavour, length=len(markdown))
+        return _unformatted(markdown, flavour)
+
+
+def _unformatted(markdown: str, flavour: Formatting) -> str:
+    if flavour == "html":
+        return html.escape(markdown, quote=False)
+    if flavour == "mrkdwn":
+        return escape_keeping_tokens(markdown)
+    return markdown

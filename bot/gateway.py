@@ -1,0 +1,164 @@
+"""The entry point of every inbound message, whatever the channel.
+
+``Gateway.handle`` order matters: dedupe first (a platform retry is not a new message), then
+commands (so /stop acts at once, never waiting behind the run it should stop), then gating, then
+the per-session queue.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Protocol
+
+import structlog
+
+from agent_core import EventBus
+from bot.agents import AgentRouter
+from bot.commands import HELP_TEXT, Command, parse_command
+from bot.config import Config
+from bot.dedupe import DedupeStore
+from bot.delivery import send_with_retry
+from bot.reactions import StatusReactions
+from bot.run_registry import RunRegistry
+from bot.scheduler import Scheduler
+from bot.session_keys import session_key
+from bot.turn import Job, TurnRunner
+from channels import Channel, ChatType, InboundMessage, MessageRef
+
+log = structlog.get_logger(__name__)
+
+
+class SessionResetter(Protocol):
+    async def reset_session(self, session_key: str) -> None: ...
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        router: AgentRouter,
+        registry: RunRegistry,
+        dedupe: DedupeStore,
+        events: EventBus,
+        sessions: SessionResetter,
+    ) -> None:
+        self.config = config
+        self.router = router
+        self.registry = registry
+        self.dedupe = dedupe
+        self.events = events
+        self.sessions = sessions
+        self.channels: dict[str, Channel] = {}
+        self.turns = TurnRunner(config.bot, router, registry, events)
+        self.scheduler: Scheduler[Job] = Scheduler(
+            self._execute, queue_cap=config.bot.queue_cap, on_drop=self._dropped
+        )
+
+    def add_channel(self, channel: Channel) -> None:
+        self.channels[channel.name] = channel
+
+    def agent_for(self, channel: str) -> str:
+        channel_config = getattr(self.config.channels, channel, None)
+        agent = getattr(channel_config, "agent", None)
+        return agent or self.config.agents.default
+
+    async def handle_inbound(self, msg: InboundMessage) -> None:
+        """The ``InboundHandler`` given to channels."""
+        await self.handle(msg)
+
+    async def handle(self, msg: InboundMessage) -> Job | None:
+        """Accept one inbound message; returns the queued job, or None when nothing will run."""
+        channel = self.channels[msg.chat.channel]
+        if await self.dedupe.seen(msg.dedupe_key):
+            log.info("inbound.duplicate", key=msg.dedupe_key)
+            return None
+        agent_id = self.agent_for(msg.chat.channel)
+        key = session_key(agent_id, msg.chat)
+        command = parse_command(msg.text, msg.metadata.get("bot_username"))
+        if command is not None:
+            await self._command(command, msg, channel, key)
+            return None
+        if not msg.addressed:
+            log.info("inbound.skipped", reason="not_addressed", chat=msg.chat.chat_id)
+            return None
+        if not msg.text.strip():
+            log.info("inbound.skipped", reason="empty", chat=msg.chat.chat_id)
+            return None
+        group = msg.chat.chat_type is ChatType.GROUP
+        bot = self.config.bot
+        job = Job(
+            message=msg,
+            agent_id=agent_id,
+            session_key=key,
+            concurrency=bot.group_concurrency if group else bot.dm_concurrency,
+            run_id=uuid.uuid4().hex,
+            reactions=StatusReactions(
+                channel,
+                MessageRef(msg.chat, msg.message_id),
+                enabled=bot.reactions,
+                cleanup=bot.reaction_cleanup,
+            ),
+        )
+        await job.reactions.received()
+        self.scheduler.submit(job)
+        return job
+
+    async def _execute(self, job: Job) -> None:
+        await self.turns.execute(job, self.channels[job.message.chat.channel])
+
+    async def _dropped(self, job: Job) -> None:
+        await job.reactions.finish(ok=False)
+        job.settle(None)
+
+    async def _is_admin(self, msg: InboundMessage, channel: Channel) -> bool:
+        if msg.chat.chat_type is ChatType.DIRECT or msg.sender_is_admin:
+            return True
+        sender = msg.sender.id
+        channel_admins = getattr(getattr(self.config.channels, channel.name, None), "admins", [])
+        admins = {*self.config.bot.admins, *channel_admins}
+        if sender in admins or f"{channel.name}:{sender}" in admins:
+            return True
+        try:
+            return await channel.is_admin(msg.chat, sender)
+        except Exception as exc:
+            log.info("admin_check.failed", channel=channel.name, error=str(exc))
+            return False
+
+    async def _command(
+        self, command: Command, msg: InboundMessage, channel: Channel, key: str
+    ) -> None:
+        reply: str
+        if command in (Command.STOP, Command.STOPALL):
+            reply = await self._stop(msg, channel, key, everything=command is Command.STOPALL)
+        elif command is Command.RESET:
+            await self.sessions.reset_session(key)
+            reply = "New conversation started."
+        else:
+            reply = HELP_TEXT
+        log.info("command.handled", command=str(command), session_key=key, sender=msg.sender.id)
+        await send_with_retry(channel, msg.chat, reply)
+
+    async def _stop(
+        self, msg: InboundMessage, channel: Channel, key: str, *, everything: bool
+    ) -> str:
+        """/stop cancels the newest run the sender may stop; /stopall all of them + the queue.
+
+        In groups only the run's requester or an admin may stop it.
+        """
+        bot = self.config.bot
+        admin = await self._is_admin(msg, channel)
+        sender = msg.sender.id
+        runs = self.registry.runs_of(key)
+        allowed = [run for run in runs if admin or run.requester_id == sender]
+        if everything:
+            dropped = self.scheduler.drop_queued(key, lambda j: admin or j.requester_id == sender)
+            cancelled = sum(1 for run in allowed if self.registry.abort(run.run_id, key))
+            if cancelled or dropped:
+                return bot.stop_reply
+        elif allowed:
+            if self.registry.abort(allowed[-1].run_id, key):
+                return bot.stop_reply
+        if runs and not allowed:
+            return bot.not_allowed_reply
+        return bot.nothing_to_stop_reply

@@ -1,0 +1,32 @@
+"""Structured logging: an event name plus fields, to stderr, console or JSON lines."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure_logging(level: str = "info", fmt: str = "console") -> None:
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    # Libraries (uvicorn, httpx, sqlalchemy) log through stdlib logging.
+    logging.basicConfig(level=max(numeric, logging.INFO), stream=sys.stderr, force=True)
+    logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -1,0 +1,105 @@
+"""Status reactions on the user's message: 👀 on receipt, progress while working, then cleanup.
+
+Only one status emoji is shown at a time. Intermediate states are debounced (a burst of tool
+calls should not become a burst of API calls); the terminal state is never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from contextlib import suppress
+from typing import Literal
+
+import structlog
+
+from channels import Channel, MessageRef
+
+log = structlog.get_logger(__name__)
+
+
+class ReactionState(enum.StrEnum):
+    RECEIVED = "received"
+    THINKING = "thinking"
+    TOOL = "tool"
+    DONE = "done"
+    ERROR = "error"
+
+
+EMOJI: dict[ReactionState, str] = {
+    ReactionState.RECEIVED: "👀",
+    ReactionState.THINKING: "🤔",
+    ReactionState.TOOL: "👨‍💻",
+    ReactionState.DONE: "👍",
+    ReactionState.ERROR: "😢",
+}
+
+
+class StatusReactions:
+    def __init__(
+        self,
+        channel: Channel,
+        message: MessageRef,
+        *,
+        enabled: bool = True,
+        cleanup: Literal["clear", "final"] = "clear",
+        debounce: float = 0.7,
+    ) -> None:
+        self.channel = channel
+        self.message = message
+        self.enabled = enabled and channel.capabilities.reactions
+        self.cleanup_mode = cleanup
+        self.debounce = debounce
+        self._shown: str | None = None
+        self._pending: ReactionState | None = None
+        self._flush: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._finished = False
+
+    async def received(self) -> None:
+        if self.enabled:
+            await self._show(EMOJI[ReactionState.RECEIVED])
+
+    def progress(self, state: ReactionState) -> None:
+        """Schedule an intermediate state; only the latest one within ``debounce`` is shown."""
+        if not self.enabled or self._finished:
+            return
+        self._pending = state
+        if self._flush is None or self._flush.done():
+            self._flush = asyncio.create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self.debounce)
+        state, self._pending = self._pending, None
+        if state is not None and not self._finished:
+            await self._show(EMOJI[state])
+
+    async def finish(self, ok: bool) -> None:
+        """Terminal state: clear the status, or leave ✅-style final state when configured."""
+        if not self.enabled or self._finished:
+            return
+        self._finished = True
+        if self._flush is not None and not self._flush.done():
+            self._flush.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._flush
+        if self.cleanup_mode == "final":
+            await self._show(EMOJI[ReactionState.DONE if ok else ReactionState.ERROR])
+        else:
+            await self._show(None)
+
+    async def _show(self, emoji: str | None) -> None:
+        async with self._lock:
+            if emoji == self._shown:
+                return
+            try:
+                if self._shown is not None:
+                    await self.channel.remove_reaction(self.message, self._shown)
+                    self._shown = None
+                if emoji is not None:
+                    await self.channel.add_reaction(self.message, emoji)
+                    self._shown = emoji
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("reaction.failed", channel=self.channel.name, error=str(exc))

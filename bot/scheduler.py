@@ -1,0 +1,118 @@
+"""Per-session queues and concurrency, independent of any platform.
+
+Each session has one lane: a bounded queue (oldest dropped when full) and a concurrency limit
+(1 for DMs so answers stay in order, up to 3 in groups where people talk over each other).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+class Schedulable(Protocol):
+    @property
+    def session_key(self) -> str: ...
+    @property
+    def concurrency(self) -> int: ...
+
+
+J = TypeVar("J", bound=Schedulable)
+
+
+@dataclass
+class _Lane(Generic[J]):
+    queue: deque[J] = field(default_factory=deque)
+    running: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class Scheduler(Generic[J]):
+    def __init__(
+        self,
+        execute: Callable[[J], Awaitable[None]],
+        *,
+        queue_cap: int = 10,
+        on_drop: Callable[[J], Awaitable[None]] | None = None,
+    ) -> None:
+        self._execute = execute
+        self._on_drop = on_drop
+        self.queue_cap = queue_cap
+        self._lanes: dict[str, _Lane[J]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    def submit(self, job: J) -> None:
+        lane = self._lanes.setdefault(job.session_key, _Lane())
+        if len(lane.queue) >= self.queue_cap:
+            dropped = lane.queue.popleft()
+            log.warning("queue.dropped_oldest", session_key=job.session_key, cap=self.queue_cap)
+            self._notify_drop(dropped)
+        lane.queue.append(job)
+        self._pump(job.session_key)
+
+    def queued(self, session_key: str) -> list[J]:
+        lane = self._lanes.get(session_key)
+        return list(lane.queue) if lane else []
+
+    def drop_queued(self, session_key: str, predicate: Callable[[J], bool]) -> list[J]:
+        """Remove matching queued (not yet running) jobs; returns them."""
+        lane = self._lanes.get(session_key)
+        if lane is None:
+            return []
+        dropped = [job for job in lane.queue if predicate(job)]
+        lane.queue = deque(job for job in lane.queue if not predicate(job))
+        for job in dropped:
+            self._notify_drop(job)
+        self._forget_if_idle(session_key)
+        return dropped
+
+    def _notify_drop(self, job: J) -> None:
+        if self._on_drop is not None:
+            task = asyncio.create_task(self._on_drop(job))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _pump(self, session_key: str) -> None:
+        lane = self._lanes.get(session_key)
+        if lane is None:
+            return
+        while lane.queue and len(lane.running) < lane.queue[0].concurrency:
+            job = lane.queue.popleft()
+            task = asyncio.create_task(self._execute(job), name=f"run:{session_key}")
+            lane.running.add(task)
+            task.add_done_callback(lambda t, key=session_key: self._finished(key, t))
+        self._forget_if_idle(session_key)
+
+    def _finished(self, session_key: str, task: asyncio.Task[None]) -> None:
+        lane = self._lanes.get(session_key)
+        if lane is not None:
+            lane.running.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("run.task_crashed", session_key=session_key, error=repr(task.exception()))
+        self._pump(session_key)
+
+    def _forget_if_idle(self, session_key: str) -> None:
+        # Idle sessions cost nothing: thousands of quiet chats must not hold lanes.
+        lane = self._lanes.get(session_key)
+        if lane is not None and not lane.queue and not lane.running:
+            del self._lanes[session_key]
+
+    @property
+    def lanes(self) -> int:
+        return len(self._lanes)
+
+    async def aclose(self) -> None:
+        """Cancel everything still queued or running (shutdown)."""
+        tasks = [t for lane in self._lanes.values() for t in lane.running] + list(self._background)
+        for lane in self._lanes.values():
+            lane.queue.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._lanes.clear()

@@ -1,0 +1,123 @@
+"""The HTTP server: health check, the local web chat (page + WebSocket), platform webhooks."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+import structlog
+from sqlalchemy import text
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from agent_core import Event
+from bot.app import Loopgate
+from bot.session_keys import session_key
+from channels import ChatRef, ChatType, InboundMessage, Sender
+from channels.local import Outbound
+
+log = structlog.get_logger(__name__)
+
+def create_app(loopgate: Loopgate, *, manage_lifespan: bool = True) -> Starlette:
+    """The ASGI app. With ``manage_lifespan`` the app starts and stops ``loopgate`` itself."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage_lifespan:
+            async with loopgate:
+                yield
+        else:
+            yield
+
+    async def healthz(request: Request) -> JSONResponse:
+        try:
+            async with loopgate.db.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            log.warning("healthz.database_failed", error=str(exc))
+            return JSONResponse({"status": "error", "database": "unreachable"}, status_code=503)
+        return JSONResponse(
+            {"status": "ok", "database": "ok", "active_runs": loopgate.registry.active_runs}
+        )
+
+    page = resources.files("bot").joinpath("web/index.html").read_text(encoding="utf-8")
+
+    async def index(request: Request) -> HTMLResponse:
+        return HTMLResponse(page)
+
+    async def chat_socket(ws: WebSocket) -> None:
+        await _serve_chat(loopgate, ws)
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/", index),
+            WebSocketRoute("/ws", chat_socket),
+        ],
+        lifespan=lifespan,
+    )
+
+
+async def _serve_chat(loopgate: Loopgate, ws: WebSocket) -> None:
+    """One browser tab: its messages go in through the web channel, events and replies come out.
+
+    The browser keeps a random user id in localStorage, so a reload continues the conversation.
+    """
+    user = (ws.query_params.get("user") or "").strip()[:64] or uuid.uuid4().hex
+    await ws.accept()
+    chat = ChatRef(channel="web", chat_id=user, chat_type=ChatType.DIRECT)
+    key = session_key(loopgate.gateway.agent_for("web"), chat)
+
+    async def send(payload: dict[str, Any]) -> None:
+        try:
+            await ws.send_text(json.dumps(payload, ensure_ascii=False, default=str))
+        except (WebSocketDisconnect, RuntimeError):
+            pass  # the tab closed while a run was still streaming
+
+    async def on_event(event: Event) -> None:
+        await send({"type": "event", **event.as_dict()})
+
+    async def on_outbound(record: Outbound) -> None:
+        await send({"type": "outbound", "kind": record.kind, "text": record.text})
+
+    unsubscribe_events = loopgate.events.subscribe(on_event, session_key=key)
+    unsubscribe_outbound = loopgate.web.listen(user, on_outbound)
+    await send({"type": "hello", "user": user, "session_key": key})
+    try:
+        while True:
+            raw = await ws.receive_text()
+            text_in = _parse_client_message(raw)
+            if text_in is None:
+                await send({"type": "error", "error": 'expected {"type": "message", "text": ...}'})
+                continue
+            await loopgate.web.receive(
+                InboundMessage(
+                    chat=chat,
+                    message_id=uuid.uuid4().hex,
+                    sender=Sender(id=user, name="web user"),
+                    text=text_in,
+                )
+            )
+    except WebSocketDisconnect:
+        pass
+    finally:
+        unsubscribe_events()
+        unsubscribe_outbound()
+
+
+def _parse_client_message(raw: str) -> str | None:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or data.get("type") != "message":
+        return None
+    value = data.get("text")
+    return value if isinstance(value, str) else None

@@ -1,0 +1,25 @@
+"""Persistent storage of the bot: SQLAlchemy 2 async on SQLite (default) or Postgres.
+
+``open_database`` connects and migrates the schema to head; the stores take the returned
+:class:`Database`.
+"""
+
+from bot.storage.db import DEFAULT_DATABASE_URL, Database, head_revision, open_database
+from bot.storage.errors import SessionNotFound, StorageError
+from bot.storage.sessions import SessionInfo, SqlSessionStore
+from bot.storage.state import SqlChannelState, SqlDedupeStore
+from bot.storage.traces import SqlTraceStore
+
+__all__ = [
+    "DEFAULT_DATABASE_URL",
+    "Database",
+    "SessionInfo",
+    "SessionNotFound",
+    "SqlChannelState",
+    "SqlDedupeStore",
+    "SqlSessionStore",
+    "SqlTraceStore",
+    "StorageError",
+    "head_revision",
+    "open_database",
+]

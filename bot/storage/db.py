@@ -1,0 +1,199 @@
+"""Opening the database: engine, session factory and schema migrations at start-up.
+
+The same code runs on SQLite (aiosqlite, the default) and Postgres (asyncpg).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import structlog
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from bot.storage.errors import StorageError
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/loopgate.db"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 5_000
+POSTGRES_CONNECT_TIMEOUT_S = 10
+
+# Plain URLs people paste from elsewhere get the async driver this package ships with.
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgres": "postgresql+asyncpg",
+    "postgresql": "postgresql+asyncpg",
+}
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+class Database:
+    """An engine plus its session factory; close it with ``aclose`` or ``async with``."""
+
+    def __init__(self, engine: AsyncEngine, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+        self.engine = engine
+        self.sessionmaker = sessionmaker
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``: picks dialect-specific upserts."""
+        return self.engine.dialect.name
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    async def aclose(self) -> None:
+        await self.engine.dispose()
+
+    async def __aenter__(self) -> Database:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def redact(url: str) -> str:
+    """The URL with its password masked, also for strings SQLAlchemy cannot parse."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return _PASSWORD_IN_URL.sub(r"\1***@", url)
+
+
+async def open_database(url: str = DEFAULT_DATABASE_URL, *, schema: str | None = None) -> Database:
+    """Connect, migrate the schema to head and return the ready database.
+
+    ``schema`` (Postgres only) puts every table, ``alembic_version`` included, in that schema,
+    creating it when missing; the tests use it to isolate each test in a shared database.
+    Raises :class:`StorageError` when the URL is invalid or the database cannot be reached or
+    migrated.
+    """
+    parsed = _parse(url)
+    if schema is not None:
+        if parsed.get_backend_name() != "postgresql":
+            raise StorageError(f"schema= is only supported on Postgres, not {redact(url)}")
+        if not _IDENTIFIER.fullmatch(schema):
+            raise StorageError(f"invalid schema name {schema!r}")  # it is spliced into SQL
+    try:
+        engine = _create_engine(parsed, schema)
+    except Exception as exc:  # e.g. an unwritable data directory, bad driver arguments
+        raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
+    try:
+        await _migrate(engine, schema)
+    except Exception as exc:  # unreachable server, bad credentials, unknown revision, ...
+        await engine.dispose()
+        raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
+    db = Database(engine, async_sessionmaker(engine, expire_on_commit=False))
+    log.info("storage.opened", url=db.safe_url, dialect=db.dialect, schema=schema)
+    return db
+
+
+def _parse(url: str) -> URL:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StorageError(f"invalid database URL {redact(url)}: {exc}") from exc
+    driver = _ASYNC_DRIVERS.get(parsed.drivername)
+    if driver is not None:
+        parsed = parsed.set(drivername=driver)
+    if parsed.drivername not in _ASYNC_DRIVERS.values():
+        raise StorageError(
+            f"unsupported database URL {redact(url)}: use sqlite+aiosqlite:// or "
+            "postgresql+asyncpg://"
+        )
+    return parsed
+
+
+def _is_sqlite_memory(url: URL) -> bool:
+    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def _create_engine(url: URL, schema: str | None) -> AsyncEngine:
+    kwargs: dict[str, Any] = {
+        # default=str: span attributes may hold datetimes or other non-JSON values.
+        "json_serializer": lambda value: json.dumps(value, ensure_ascii=False, default=str),
+    }
+    if url.get_backend_name() == "sqlite":
+        if _is_sqlite_memory(url):
+            # Each new connection to :memory: is a new, empty database: share one.
+            kwargs["poolclass"] = StaticPool
+        elif url.database and not url.database.startswith("file:"):
+            Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    else:
+        # Fail start-up within seconds on an unreachable host instead of asyncpg's 60 s, and
+        # replace connections a server restart has closed instead of failing one request.
+        connect_args: dict[str, Any] = {"timeout": POSTGRES_CONNECT_TIMEOUT_S}
+        if schema is not None:
+            connect_args["server_settings"] = {"search_path": schema}
+        kwargs.update(pool_pre_ping=True, connect_args=connect_args)
+    engine = create_async_engine(url, **kwargs)
+    if url.get_backend_name() == "sqlite":
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    # WAL lets readers run while the bot writes; foreign_keys is off by default in SQLite and
+    # the ON DELETE CASCADE constraints need it; busy_timeout makes a second writer wait for
+    # the lock instead of failing at once with "database is locked".
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    finally:
+        cursor.close()
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config found from this package's location, so it works when installed."""
+    cfg = Config()
+    # ConfigParser interpolation would choke on a "%" in the install path.
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def _migrate(engine: AsyncEngine, schema: str | None) -> None:
+    async with engine.begin() as conn:
+        if schema is not None:
+            await conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        before = await conn.run_sync(_current_revision)
+        await conn.run_sync(lambda sync_conn: command.upgrade(alembic_config(sync_conn), "head"))
+        after = await conn.run_sync(_current_revision)
+    if before != after:
+        log.info("storage.migrated", from_revision=before, to_revision=after)
+
+
+def _current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()

@@ -1,0 +1,1 @@
+"""Migration revisions; a package so the files ship in wheels (Alembic skips this file)."""

@@ -1,0 +1,184 @@
+"""Table definitions. The schema itself is created by the Alembic migrations, never by
+``metadata.create_all``; ``tests/test_storage.py`` checks both agree."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# Deterministic constraint names: SQLite batch migrations can only alter named constraints, and
+# both backends then carry the same names.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+MESSAGE_ROLES = ("system", "user", "assistant", "tool")
+
+# SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY (a rowid alias);
+# BIGINT would stay NULL there, so the variant keeps ids working on both backends.
+BigIntId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on both backends.
+
+    SQLite has no timezone type and hands back naive values; normalising to UTC on the way in
+    and tagging UTC on the way out makes both backends return the same aware datetimes.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime; storage expects timezone-aware UTC values")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[str] = mapped_column(String(255))
+    channel: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    model: Mapped[str] = mapped_column(String(255))
+    provider: Mapped[str] = mapped_column(String(64))
+    input_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
+    compaction_count: Mapped[int] = mapped_column(Integer(), default=0)
+    summary: Mapped[str | None] = mapped_column(Text())
+
+
+class MessageRow(Base):
+    __tablename__ = "messages"
+    # (session_key, id) serves both the FK lookups and load_history's ORDER BY id.
+    __table_args__ = (
+        Index("ix_messages_session_key_id", "session_key", "id"),
+        CheckConstraint(f"role IN {MESSAGE_ROLES!r}", name="role"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    session_key: Mapped[str] = mapped_column(
+        String(255), ForeignKey("sessions.key", ondelete="CASCADE")
+    )
+    run_id: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text())
+    # [{"id", "name", "arguments"}]; NULL when the message has no tool calls.
+    tool_calls: Mapped[list[dict[str, str]] | None] = mapped_column(JSON())
+    tool_call_id: Mapped[str | None] = mapped_column(String(255))
+    name: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class SummaryRow(Base):
+    """One row per compaction, kept as history; ``sessions.summary`` holds the current one."""
+
+    __tablename__ = "summaries"
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    session_key: Mapped[str] = mapped_column(
+        String(255), ForeignKey("sessions.key", ondelete="CASCADE"), index=True
+    )
+    content: Mapped[str] = mapped_column(Text())
+    message_count: Mapped[int] = mapped_column(Integer())  # messages the summary replaced
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class TraceRow(Base):
+    __tablename__ = "traces"
+    __table_args__ = (Index("ix_traces_session_key_started_at", "session_key", "started_at"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(255), index=True)
+    session_key: Mapped[str] = mapped_column(String(255))
+    agent_id: Mapped[str] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    input_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
+    error: Mapped[str | None] = mapped_column(Text())
+    output_preview: Mapped[str] = mapped_column(Text(), default="")
+    input_preview: Mapped[str | None] = mapped_column(Text())
+
+
+class SpanRow(Base):
+    __tablename__ = "spans"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("traces.id", ondelete="CASCADE"), index=True
+    )
+    # Index in Trace.spans: rebuilds the list exactly (the root first) even when two spans share
+    # a started_at timestamp or the wall clock stepped back during the run.
+    position: Mapped[int] = mapped_column(Integer())
+    parent_id: Mapped[str | None] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(255))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    duration_ms: Mapped[float] = mapped_column(Float())
+    error: Mapped[bool] = mapped_column(Boolean())
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSON())
+
+
+class ChannelStateRow(Base):
+    """Small per-channel key/value state that must survive restarts (e.g. polling offsets)."""
+
+    __tablename__ = "channel_state"
+
+    channel: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    value: Mapped[str] = mapped_column(Text())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ProcessedMessageRow(Base):
+    """Inbound platform message ids already handled, so redeliveries are not answered twice."""
+
+    __tablename__ = "processed_messages"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)

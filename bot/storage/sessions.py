@@ -1,0 +1,232 @@
+"""Conversation history in SQL: the agent core's ``SessionStore`` plus compaction helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agent_core.messages import Message, SessionHistory, ToolCall, Usage
+from bot.storage._sql import clean, clean_optional, upsert_insert
+from bot.storage.db import Database
+from bot.storage.errors import SessionNotFound
+from bot.storage.models import MessageRow, SessionRow, SummaryRow, utcnow
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    key: str
+    agent_id: str
+    user_id: str
+    channel: str
+    created_at: datetime
+    updated_at: datetime
+    model: str
+    provider: str
+    usage: Usage
+    compaction_count: int
+    summary: str | None
+
+
+class SqlSessionStore:
+    """Implements :class:`agent_core.store.SessionStore`."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def load_history(self, session_key: str) -> SessionHistory:
+        async with self._db.sessionmaker() as s:
+            summary = await s.scalar(
+                select(SessionRow.summary).where(SessionRow.key == session_key)
+            )
+            rows = await s.scalars(
+                select(MessageRow)
+                .where(MessageRow.session_key == session_key)
+                .order_by(MessageRow.id)
+            )
+            return SessionHistory(messages=[_to_message(r) for r in rows], summary=summary)
+
+    async def append_run(
+        self,
+        session_key: str,
+        messages: list[Message],
+        *,
+        run_id: str,
+        usage: Usage,
+        model: str,
+        provider: str,
+        agent_id: str = "",
+        user_id: str = "",
+        channel: str = "",
+    ) -> None:
+        """Write the run's messages and add its usage, all or nothing.
+
+        ``agent_id``/``user_id``/``channel`` are recorded when the session row is created and
+        left alone afterwards.
+        """
+        now = utcnow()
+        upsert = upsert_insert(self._db, SessionRow).values(
+            key=session_key,
+            agent_id=agent_id,
+            user_id=user_id,
+            channel=channel,
+            created_at=now,
+            updated_at=now,
+            model=model,
+            provider=provider,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            compaction_count=0,
+        )
+        # Increment in SQL, not read-modify-write in Python, so concurrent runs of the same
+        # session cannot lose each other's usage.
+        upsert = upsert.on_conflict_do_update(
+            index_elements=[SessionRow.key],
+            set_={
+                "updated_at": now,
+                "model": model,
+                "provider": provider,
+                "input_tokens": SessionRow.input_tokens + upsert.excluded.input_tokens,
+                "output_tokens": SessionRow.output_tokens + upsert.excluded.output_tokens,
+            },
+        )
+        rows = [_to_row(session_key, run_id, m, now) for m in messages]
+        async with self._db.sessionmaker.begin() as s:
+            await s.execute(upsert)
+            if rows:
+                await s.execute(insert(MessageRow), rows)
+        log.debug("storage.run_appended", session_key=session_key, run_id=run_id, count=len(rows))
+
+    async def get_session(self, session_key: str) -> SessionInfo | None:
+        async with self._db.sessionmaker() as s:
+            row = await s.get(SessionRow, session_key)
+            return None if row is None else _to_info(row)
+
+    async def reset_session(self, session_key: str) -> int:
+        """Forget the conversation (messages, summary, compaction history); keep usage totals.
+
+        Returns how many messages were deleted.
+        """
+        async with self._db.sessionmaker.begin() as s:
+            result = await s.execute(
+                delete(MessageRow).where(MessageRow.session_key == session_key)
+            )
+            await s.execute(delete(SummaryRow).where(SummaryRow.session_key == session_key))
+            await s.execute(
+                update(SessionRow)
+                .where(SessionRow.key == session_key)
+                .values(summary=None, updated_at=utcnow())
+            )
+        deleted: int = result.rowcount  # type: ignore[attr-defined]
+        log.info("storage.session_reset", session_key=session_key, deleted=deleted)
+        return deleted
+
+    async def set_summary(self, session_key: str, summary: str, keep_last: int) -> int:
+        """Replace all but the last ``keep_last`` messages by ``summary``; returns how many went.
+
+        Raises :class:`SessionNotFound` when the session has never been written.
+        """
+        if keep_last < 0:
+            raise ValueError("keep_last must be >= 0")
+        now = utcnow()
+        async with self._db.sessionmaker.begin() as s:
+            # Write first: on SQLite this takes the write lock before the reads below, so a
+            # concurrent writer makes us wait (busy_timeout) instead of failing the upgrade.
+            touched = await s.execute(
+                update(SessionRow)
+                .where(SessionRow.key == session_key)
+                .values(
+                    summary=clean(summary),
+                    compaction_count=SessionRow.compaction_count + 1,
+                    updated_at=now,
+                )
+            )
+            if touched.rowcount == 0:  # type: ignore[attr-defined]
+                raise SessionNotFound(session_key)
+            cut = await self._first_kept_id(s, session_key, keep_last)
+            stale = delete(MessageRow).where(MessageRow.session_key == session_key)
+            if cut is not None:
+                stale = stale.where(MessageRow.id < cut)
+            removed: int = (await s.execute(stale)).rowcount  # type: ignore[attr-defined]
+            s.add(
+                SummaryRow(
+                    session_key=session_key,
+                    content=clean(summary),
+                    message_count=removed,
+                    created_at=now,
+                )
+            )
+        log.info("storage.session_compacted", session_key=session_key, removed=removed)
+        return removed
+
+    @staticmethod
+    async def _first_kept_id(s: AsyncSession, session_key: str, keep_last: int) -> int | None:
+        """Id of the oldest message to keep, or None to drop them all."""
+        if keep_last == 0:
+            return None
+        tail = (
+            await s.execute(
+                select(MessageRow.id, MessageRow.role)
+                .where(MessageRow.session_key == session_key)
+                .order_by(MessageRow.id.desc())
+                .limit(keep_last)
+            )
+        ).all()
+        kept = list(reversed(tail))
+        # A tool result whose assistant tool call was summarised away is rejected by providers,
+        # so the kept tail must not start with tool results.
+        while kept and kept[0].role == "tool":
+            kept.pop(0)
+        return int(kept[0].id) if kept else None
+
+
+def _to_row(session_key: str, run_id: str, message: Message, now: datetime) -> dict[str, Any]:
+    calls = [
+        {"id": clean(c.id), "name": clean(c.name), "arguments": clean(c.arguments)}
+        for c in message.tool_calls
+    ]
+    return {
+        "session_key": session_key,
+        "run_id": run_id,
+        "role": message.role,
+        "content": clean(message.content),
+        "tool_calls": calls or None,
+        "tool_call_id": clean_optional(message.tool_call_id),
+        "name": clean_optional(message.name),
+        "created_at": now,
+    }
+
+
+def _to_message(row: MessageRow) -> Message:
+    calls = tuple(
+        ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in row.tool_calls or ()
+    )
+    return Message(
+        role=row.role,  # type: ignore[arg-type]  # the CHECK constraint guarantees a Role
+        content=row.content,
+        tool_calls=calls,
+        tool_call_id=row.tool_call_id,
+        name=row.name,
+    )
+
+
+def _to_info(row: SessionRow) -> SessionInfo:
+    return SessionInfo(
+        key=row.key,
+        agent_id=row.agent_id,
+        user_id=row.user_id,
+        channel=row.channel,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        model=row.model,
+        provider=row.provider,
+        usage=Usage(row.input_tokens, row.output_tokens),
+        compaction_count=row.compaction_count,
+        summary=row.summary,
+    )

@@ -1,0 +1,115 @@
+"""Run traces in SQL: the agent core's ``TraceStore`` plus reading recent traces back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from sqlalchemy import delete, insert, select
+
+from agent_core.tracing import Span, SpanKind, Trace
+from bot.storage._sql import clean, clean_optional
+from bot.storage.db import Database
+from bot.storage.models import SpanRow, TraceRow
+
+log = structlog.get_logger(__name__)
+
+
+class SqlTraceStore:
+    """Implements :class:`agent_core.store.TraceStore`."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def save_trace(self, trace: Trace) -> None:
+        """Write the trace and all its spans in one transaction, replacing an earlier save."""
+        preview = trace.root.attributes.get("input_preview") if trace.spans else None
+        row = TraceRow(
+            id=trace.id,
+            run_id=trace.run_id,
+            session_key=trace.session_key,
+            agent_id=trace.agent_id,
+            status=trace.status,
+            started_at=trace.started_at,
+            ended_at=trace.ended_at,
+            input_tokens=trace.input_tokens,
+            output_tokens=trace.output_tokens,
+            error=clean_optional(trace.error),
+            output_preview=clean(trace.output_preview),
+            input_preview=clean(str(preview)) if preview is not None else None,
+        )
+        spans = [_span_row(trace.id, i, span) for i, span in enumerate(trace.spans)]
+        async with self._db.sessionmaker.begin() as s:
+            # Saving twice (e.g. a retry after a timeout) must not fail on the primary key.
+            await s.execute(delete(SpanRow).where(SpanRow.trace_id == trace.id))
+            await s.execute(delete(TraceRow).where(TraceRow.id == trace.id))
+            s.add(row)
+            await s.flush()  # the trace row must exist before its spans reference it
+            if spans:
+                await s.execute(insert(SpanRow), spans)
+        log.debug("storage.trace_saved", trace_id=trace.id, spans=len(spans))
+
+    async def recent_traces(
+        self, *, session_key: str | None = None, limit: int = 10
+    ) -> list[Trace]:
+        """The newest traces first, each with its spans in the order they started."""
+        query = select(TraceRow).order_by(TraceRow.started_at.desc(), TraceRow.id).limit(limit)
+        if session_key is not None:
+            query = query.where(TraceRow.session_key == session_key)
+        async with self._db.sessionmaker() as s:
+            rows = list(await s.scalars(query))
+            spans: dict[str, list[Span]] = {r.id: [] for r in rows}
+            if rows:
+                span_rows = await s.scalars(
+                    select(SpanRow)
+                    .where(SpanRow.trace_id.in_(list(spans)))
+                    .order_by(SpanRow.trace_id, SpanRow.position)
+                )
+                for sr in span_rows:
+                    spans[sr.trace_id].append(_to_span(sr))
+        return [_to_trace(r, spans[r.id]) for r in rows]
+
+
+def _span_row(trace_id: str, position: int, span: Span) -> dict[str, Any]:
+    return {
+        "id": span.id,
+        "trace_id": trace_id,
+        "position": position,
+        "parent_id": span.parent_id,
+        "kind": str(span.kind),
+        "name": clean(span.name),
+        "started_at": span.started_at,
+        "duration_ms": span.duration_ms,
+        "error": span.error,
+        "attributes": span.attributes,
+    }
+
+
+def _to_span(row: SpanRow) -> Span:
+    return Span(
+        id=row.id,
+        kind=SpanKind(row.kind),
+        name=row.name,
+        started_at=row.started_at,
+        parent_id=row.parent_id,
+        duration_ms=row.duration_ms,
+        error=row.error,
+        attributes=dict(row.attributes),
+    )
+
+
+def _to_trace(row: TraceRow, spans: list[Span]) -> Trace:
+    return Trace(
+        id=row.id,
+        run_id=row.run_id,
+        session_key=row.session_key,
+        agent_id=row.agent_id,
+        started_at=row.started_at,
+        status=row.status,
+        ended_at=row.ended_at,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        error=row.error,
+        output_preview=row.output_preview,
+        spans=spans,
+    )

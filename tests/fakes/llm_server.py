@@ -1,0 +1,490 @@
+"""A real-HTTP fake of an OpenAI-compatible Chat Completions server, for tests.
+
+It listens on 127.0.0.1 (a free port), inside the test's own event loop, and answers
+``POST /v1/chat/completions`` (streamed as SSE or as one JSON body, like the real API) and
+``GET /v1/models``. Tests script what the "model" says next::
+
+    async with FakeLLM() as llm:
+        llm.script(
+            text("Hel", "lo"),                                    # streamed as two chunks
+            tool_calls(call("read_file", {"path": "a.txt"})),
+            error(429, retry_after=1),
+            delay(5.0, text("late")),
+        )
+        provider = OpenAICompatProvider(llm.base_url)
+        ...
+        assert llm.requests[0].json["messages"][-1]["content"] == "hi"
+
+When the script is empty the server answers ``echo: <last user message>``. Every request
+(JSON body and headers) is recorded in ``llm.requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+__all__ = [
+    "ErrorReply",
+    "FakeCall",
+    "FakeLLM",
+    "RecordedRequest",
+    "Reply",
+    "call",
+    "delay",
+    "echo",
+    "error",
+    "stream_error",
+    "text",
+    "tool_calls",
+]
+
+ARGUMENT_FRAGMENT = 7  # characters per streamed tool-argument fragment
+DONE: Final = "[DONE]"  # the stream terminator, as a chunk sentinel
+
+
+# -- script items --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FakeCall:
+    """One tool call the fake model makes; ``id`` defaults to ``call_<n>``."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A successful answer: text chunks and/or tool calls, optionally with reasoning."""
+
+    chunks: tuple[str, ...] = ()
+    tool_calls: tuple[FakeCall, ...] = ()
+    reasoning: tuple[str, ...] = ()
+    reasoning_field: str = "reasoning_content"
+    usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens)
+    echo: bool = False  # answer "echo: <last user message>" instead of ``chunks``
+    interleave: bool = False  # stream argument fragments of parallel calls round-robin
+    cut_off: bool = False  # stream ends without finish_reason and without [DONE]
+    delay: float = 0.0
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_calls else "stop"
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An HTTP error status (``in_stream=False``) or an error event inside a 200 SSE stream."""
+
+    status: int
+    message: str
+    retry_after: float | str | None = None
+    in_stream: bool = False
+    delay: float = 0.0
+
+
+ScriptItem = Reply | ErrorReply
+
+
+def text(
+    *chunks: str,
+    reasoning: str | tuple[str, ...] = (),
+    reasoning_field: str = "reasoning_content",
+    usage: tuple[int, int] | None = None,
+    cut_off: bool = False,
+) -> Reply:
+    """A text answer; each positional argument is one streamed chunk (joined when not streaming)."""
+    thinking = (reasoning,) if isinstance(reasoning, str) else reasoning
+    return Reply(
+        chunks=chunks,
+        reasoning=thinking,
+        reasoning_field=reasoning_field,
+        usage=usage,
+        cut_off=cut_off,
+    )
+
+
+def call(
+    name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None
+) -> FakeCall:
+    """A tool call; ``arguments`` as a dict (serialized) or raw text (may be invalid JSON)."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    return FakeCall(name=name, arguments=raw, id=id)
+
+
+def tool_calls(
+    *calls: FakeCall,
+    content: str = "",
+    interleave: bool = False,
+    usage: tuple[int, int] | None = None,
+) -> Reply:
+    """An answer with (parallel) tool calls, optionally preceded by some text."""
+    return Reply(
+        chunks=(content,) if content else (),
+        tool_calls=calls,
+        interleave=interleave,
+        usage=usage,
+    )
+
+
+def echo() -> Reply:
+    """The default answer: ``echo: <last user message>``."""
+    return Reply(echo=True)
+
+
+def error(
+    status: int, message: str | None = None, *, retry_after: float | str | None = None
+) -> ErrorReply:
+    """An HTTP error with an OpenAI-style ``{"error": {"message": ...}}`` body."""
+    return ErrorReply(
+        status=status, message=message or _default_error_message(status), retry_after=retry_after
+    )
+
+
+def stream_error(
+    message: str = "The server had an error while processing your request.",
+) -> ErrorReply:
+    """A 200 response whose SSE stream (or JSON body) carries an ``error`` object."""
+    return ErrorReply(status=200, message=message, in_stream=True)
+
+
+def delay(seconds: float, then: ScriptItem | None = None) -> ScriptItem:
+    """Wait ``seconds`` before answering with ``then`` (default: the echo answer)."""
+    return replace(then if then is not None else echo(), delay=seconds)
+
+
+def _default_error_message(status: int) -> str:
+    if status == 429:
+        return "Rate limit reached for requests"
+    if status >= 500:
+        return "The server had an error while processing your request."
+    return f"Request failed with status {status}"
+
+
+# -- recorded requests ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-case names
+    json: Any = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat messages of a completion request (empty for other requests)."""
+        if isinstance(self.json, dict):
+            return list(self.json.get("messages") or [])
+        return []
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without signal handling: the test runner keeps its Ctrl+C."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class FakeLLM:
+    """The fake server. Use as ``async with FakeLLM() as llm`` (or ``await start()/stop()``)."""
+
+    def __init__(self, model: str = "fake-model", *, api_key: str | None = None) -> None:
+        self.model = model
+        self.api_key = api_key  # when set, requests without ``Bearer <api_key>`` get 401
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[ScriptItem] = deque()
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = asyncio.Event()
+        self._port: int | None = None
+        self._call_counter = 0
+
+    # public API
+
+    def script(self, *items: ScriptItem) -> None:
+        """Queue the next answers, consumed one per chat-completion request."""
+        self._queue.extend(items)
+
+    @property
+    def remaining(self) -> int:
+        """Script items not consumed yet."""
+        return len(self._queue)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        return self.chat_requests[-1]
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("FakeLLM is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def start(self) -> None:
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            ws="none",
+            timeout_graceful_shutdown=5,
+        )
+        self._closing = asyncio.Event()
+        self._server = _Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._task.done():
+                await self._task
+                raise RuntimeError("FakeLLM failed to start")
+            await asyncio.sleep(0.005)
+        self._port = self._server.servers[0].sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._closing.set()  # wakes up delayed answers so shutdown does not wait for them
+        self._server.should_exit = True
+        await self._task
+        self._server = self._task = None
+
+    async def __aenter__(self) -> FakeLLM:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # handlers
+
+    async def _record(self, request: Request) -> RecordedRequest:
+        body = await request.body()
+        recorded = RecordedRequest(
+            method=request.method,
+            path=request.url.path,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            json=json.loads(body) if body else None,
+        )
+        self.requests.append(recorded)
+        return recorded
+
+    def _unauthorized(self, recorded: RecordedRequest) -> Response | None:
+        if (
+            self.api_key is None
+            or recorded.headers.get("authorization") == f"Bearer {self.api_key}"
+        ):
+            return None
+        return _error_response(401, "Incorrect API key provided.")
+
+    async def _models(self, request: Request) -> Response:
+        recorded = await self._record(request)
+        denied = self._unauthorized(recorded)
+        if denied is not None:
+            return denied
+        return JSONResponse(
+            {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]}
+        )
+
+    async def _chat(self, request: Request) -> Response:
+        recorded = await self._record(request)
+        denied = self._unauthorized(recorded)
+        if denied is not None:
+            return denied
+        body = recorded.json if isinstance(recorded.json, dict) else {}
+        item: ScriptItem = self._queue.popleft() if self._queue else echo()
+        if item.delay:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), timeout=item.delay)
+        stream = bool(body.get("stream"))
+        if isinstance(item, ErrorReply):
+            if not item.in_stream:
+                return _error_response(item.status, item.message, item.retry_after)
+            payload = {"error": {"message": item.message, "type": "server_error", "code": None}}
+            if stream:
+                return _sse([payload])
+            return JSONResponse(payload)
+        reply = self._resolve(item, body)
+        if stream:
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return _sse(self._chunks(reply, body, include_usage))
+        return JSONResponse(self._completion(reply, body))
+
+    # response building
+
+    def _resolve(self, reply: Reply, body: dict[str, Any]) -> Reply:
+        """Fill in echo text and call ids."""
+        if reply.echo:
+            users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+            last = users[-1].get("content") if users else ""
+            reply = replace(reply, chunks=(f"echo: {last}",), echo=False)
+        calls = []
+        for c in reply.tool_calls:
+            self._call_counter += 1
+            calls.append(c if c.id else replace(c, id=f"call_{self._call_counter}"))
+        return replace(reply, tool_calls=tuple(calls))
+
+    def _usage(self, reply: Reply, body: dict[str, Any]) -> dict[str, int]:
+        if reply.usage is not None:
+            prompt, completion = reply.usage
+        else:  # deterministic word counts, good enough to check accounting
+            prompt = sum(
+                len(str(m.get("content") or "").split()) for m in body.get("messages") or []
+            )
+            completion = len("".join(reply.chunks).split()) + len(reply.tool_calls)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    def _envelope(self, body: dict[str, Any], obj: str) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-fake",
+            "object": obj,
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+        }
+
+    def _completion(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.chunks) or None}
+        if reply.reasoning:
+            message[reply.reasoning_field] = "".join(reply.reasoning)
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in reply.tool_calls
+            ]
+        return {
+            **self._envelope(body, "chat.completion"),
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "usage": self._usage(reply, body),
+        }
+
+    def _chunks(
+        self, reply: Reply, body: dict[str, Any], include_usage: bool
+    ) -> Iterator[dict[str, Any] | str]:
+        """The ``chat.completion.chunk`` objects of a streamed answer, in wire order."""
+        envelope = self._envelope(body, "chat.completion.chunk")
+        extra = {"usage": None} if include_usage else {}  # the real API sends null until the end
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            return {**envelope, "choices": [choice], **extra}
+
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in reply.reasoning:
+            yield chunk({reply.reasoning_field: piece})
+        for piece in reply.chunks:
+            yield chunk({"content": piece})
+        if reply.cut_off:
+            return
+        for fragment in _tool_call_fragments(reply.tool_calls, reply.interleave):
+            yield chunk({"tool_calls": [fragment]})
+        yield chunk({}, reply.finish_reason)
+        if include_usage:
+            yield {**envelope, "choices": [], "usage": self._usage(reply, body)}
+        yield DONE
+
+
+def _tool_call_fragments(calls: tuple[FakeCall, ...], interleave: bool) -> Iterator[dict[str, Any]]:
+    """Per call: a header (index, id, name), then the arguments in small fragments."""
+    pieces = [
+        [
+            c.arguments[i : i + ARGUMENT_FRAGMENT]
+            for i in range(0, len(c.arguments), ARGUMENT_FRAGMENT)
+        ]
+        for c in calls
+    ]
+
+    def header(index: int, c: FakeCall) -> dict[str, Any]:
+        return {
+            "index": index,
+            "id": c.id,
+            "type": "function",
+            "function": {"name": c.name, "arguments": ""},
+        }
+
+    def args(index: int, piece: str) -> dict[str, Any]:
+        return {"index": index, "function": {"arguments": piece}}
+
+    if not interleave:
+        for index, c in enumerate(calls):
+            yield header(index, c)
+            for piece in pieces[index]:
+                yield args(index, piece)
+        return
+    for index, c in enumerate(calls):
+        yield header(index, c)
+    for round_ in range(max((len(p) for p in pieces), default=0)):
+        for index, parts in enumerate(pieces):
+            if round_ < len(parts):
+                yield args(index, parts[round_])
+
+
+def _sse(chunks: Iterable[dict[str, Any] | str]) -> StreamingResponse:
+    async def events() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            if chunk == DONE:
+                yield b"data: [DONE]\n\n"
+            else:
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+            await asyncio.sleep(0)  # let each chunk go out on its own
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _error_response(status: int, message: str, retry_after: float | str | None = None) -> Response:
+    headers = {}
+    if retry_after is not None:
+        headers["Retry-After"] = retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
+    kind = (
+        "rate_limit_exceeded"
+        if status == 429
+        else "server_error"
+        if status >= 500
+        else "invalid_request_error"
+    )
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": None}},
+        status_code=status,
+        headers=headers,
+    )
