@@ -12,6 +12,7 @@ from types import TracebackType
 import structlog
 
 from agent_core import EventBus
+from agent_core.providers import Provider
 from bot.agents import AgentRouter
 from bot.config import Config
 from bot.dedupe import MemoryDedupe
@@ -25,8 +26,10 @@ log = structlog.get_logger(__name__)
 
 
 class Loopgate:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, providers: dict[str, Provider] | None = None) -> None:
+        """``providers`` replaces configured providers by name (benchmarks, embedding)."""
         self.config = config
+        self._providers = providers
         self.events = EventBus()
         self.registry = LocalRunRegistry()
         self.web = LocalChannel(name="web")
@@ -52,7 +55,11 @@ class Loopgate:
         self._stack.push_async_callback(self._db.aclose)
         sessions = SqlSessionStore(self._db)
         router = AgentRouter(
-            self.config, store=sessions, traces=SqlTraceStore(self._db), events=self.events
+            self.config,
+            store=sessions,
+            traces=SqlTraceStore(self._db),
+            events=self.events,
+            providers=self._providers,
         )
         self._stack.push_async_callback(router.aclose)
         gateway = Gateway(

@@ -82,7 +82,7 @@ async def _serve_chat(loopgate: Loopgate, ws: WebSocket) -> None:
             pass  # the tab closed while a run was still streaming
 
     async def on_event(event: Event) -> None:
-        await send({"type": "event", **event.as_dict()})
+        await send({"type": "event", "event": event.as_dict()})
 
     async def on_outbound(record: Outbound) -> None:
         await send({"type": "outbound", "kind": record.kind, "text": record.text})

@@ -149,7 +149,9 @@ async def test_non_streaming_tool_calls(llm: FakeLLM, provider: OpenAICompatProv
     assert response.finish_reason == "tool_calls"
 
 
-async def test_streamed_usage_from_final_chunk(llm: FakeLLM, provider: OpenAICompatProvider) -> None:
+async def test_streamed_usage_from_final_chunk(
+    llm: FakeLLM, provider: OpenAICompatProvider
+) -> None:
     llm.script(text("ok", usage=(1234, 56)))
 
     response = await provider.complete(ask())
@@ -441,3 +443,17 @@ def test_parse_retry_after_variants() -> None:
     assert parse_retry_after(httpx.Headers({"Retry-After": "Mon, 01 Jan 2001 00:00:00 GMT"})) == 0
     assert parse_retry_after(httpx.Headers({"Retry-After": "soon"})) is None
     assert parse_retry_after(httpx.Headers()) is None
+
+
+async def test_wrong_key_is_401_provider_error() -> None:
+    async with FakeLLM(api_key="sk-right") as server:
+        wrong = OpenAICompatProvider(server.base_url, "sk-wrong")
+        right = OpenAICompatProvider(server.base_url, "sk-right")
+        try:
+            with pytest.raises(ProviderError) as info:
+                await wrong.complete(ask())
+            assert info.value.status_code == 401
+            assert (await right.complete(ask("ok"))).content == "echo: ok"
+        finally:
+            await wrong.aclose()
+            await right.aclose()

@@ -396,3 +396,11 @@ async def test_dedupe_prune(db: Database) -> None:
     expired = SqlDedupeStore(db, ttl_seconds=0)
     assert await expired.prune() == 1
     assert await expired.seen("old") is False
+
+
+async def test_concurrent_start_up_migrates_once(backend: Backend) -> None:
+    databases = await asyncio.gather(*(backend.open() for _ in range(4)))
+    for database in databases:
+        await database.aclose()
+    async with await backend.open() as db, db.engine.connect() as conn:
+        assert await conn.run_sync(_revision) == head_revision()

@@ -57,8 +57,8 @@ class Provider(Protocol):
     ) -> ModelResponse:
         """Call the model once. Streams deltas to ``on_delta`` when given and streaming.
 
-        Raises :class:`~agent_core.errors.ProviderError` subclasses; transient ones are
-        already retried by the provider.
+        Raises :class:`~agent_core.errors.ProviderError` subclasses and never retries: the loop
+        owns retries (``agent_core/retry.py``) so every provider gets the same policy and events.
         """
 
     async def aclose(self) -> None: ...

@@ -97,7 +97,7 @@ class OpenAICompatProvider:
                     response = await self._complete_once(body)
         except _DeltaHandlerFailed as exc:
             # The caller's own failure (e.g. a channel's HTTP edit): re-raise it untranslated.
-            raise ProviderUnavailable("x") from None
+            raise exc.original from None
         except ProviderError as exc:
             log.warning(
                 "provider.error",

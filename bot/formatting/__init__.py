@@ -8,11 +8,11 @@ regex rewriting of the source.
 
 from __future__ import annotations
 
-import html
-
 import structlog
 
-from bot.formatting.html import HtmlRenderer
+# Note: importing the `html` submodule binds `bot.formatting.html` in this namespace, which is
+# why the stdlib `html` module is not imported here.
+from bot.formatting.html import HtmlRenderer, escape
 from bot.formatting.mrkdwn import MrkdwnRenderer, escape_keeping_tokens
 from bot.formatting.plain import PlainRenderer
 from channels.types import Formatting
@@ -39,7 +39,7 @@ def render(markdown: str, flavour: Formatting) -> str:
 
 def _unformatted(markdown: str, flavour: Formatting) -> str:
     if flavour == "html":
-        return html.escape(markdown, quote=False)
+        return escape(markdown)
     if flavour == "mrkdwn":
         return escape_keeping_tokens(markdown)
     return markdown

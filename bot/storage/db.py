@@ -16,7 +16,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import (
@@ -43,6 +43,7 @@ _ASYNC_DRIVERS = {
     "postgresql": "postgresql+asyncpg",
 }
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
+_MIGRATION_LOCK = 0x4C6F6F70  # arbitrary app-wide key for pg_advisory_xact_lock ("Loop")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
@@ -186,8 +187,16 @@ def head_revision() -> str | None:
 
 async def _migrate(engine: AsyncEngine, schema: str | None) -> None:
     async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Two processes starting together must not both create the tables; the lock is
+            # released when this transaction ends. (SQLite serialises writers by itself.)
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
         if schema is not None:
-            await conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            exists = await conn.scalar(
+                text("SELECT 1 FROM pg_namespace WHERE nspname = :name"), {"name": schema}
+            )
+            if not exists:  # CREATE ... IF NOT EXISTS would need CREATE privilege even then
+                await conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
         before = await conn.run_sync(_current_revision)
         await conn.run_sync(lambda sync_conn: command.upgrade(alembic_config(sync_conn), "head"))
         after = await conn.run_sync(_current_revision)

@@ -1,0 +1,134 @@
+"""The installed commands as an operator runs them: `loopgate serve` and `loopgate chat`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets
+
+from tests.fakes.llm_server import FakeLLM, text
+
+OFFLINE_MARKER = "No LLM is configured"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOPGATE_"))}
+    env.pop("PORT", None)
+    env["HOME"] = str(tmp_path)
+    return env
+
+
+async def run_cli(tmp_path: Path, *args: str, timeout: float = 60) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", *args,
+        cwd=tmp_path, env=clean_env(tmp_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+class TestChatCommand:
+    async def test_one_message_offline_is_honest(self, tmp_path: Path) -> None:
+        code, out, err = await run_cli(tmp_path, "chat", "-m", "hello")
+        assert code == 0, err
+        assert OFFLINE_MARKER in out and "OPENAI_API_KEY" in out
+        # Built-in defaults: the SQLite database lands under ./data/.
+        assert (tmp_path / "data" / "loopgate.db").exists()
+
+    async def test_one_message_through_a_real_model_server(self, tmp_path: Path) -> None:
+        async with FakeLLM() as llm:
+            llm.script(text("Hi from the model"))
+            config = tmp_path / "custom.yaml"
+            config.write_text(
+                "providers:\n  openai:\n"
+                f"    base_url: {llm.base_url}\n    model: fake-model\n"
+            )
+            code, out, err = await run_cli(tmp_path, "chat", "--config", str(config), "-m", "hi")
+            assert code == 0, err
+            assert out.strip() == "Hi from the model"
+            assert llm.chat_requests[0].json["messages"][-1]["content"] == "hi"
+
+    async def test_reads_config_yaml_from_the_working_directory(self, tmp_path: Path) -> None:
+        (tmp_path / "config.yaml").write_text("channels:\n  zalo:\n    enabled: true\n")
+        code, _, err = await run_cli(tmp_path, "chat", "-m", "hi")
+        assert code == 2
+        assert "channels.zalo.token: field required" in err
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[str]:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "serve", "--port", str(port),
+        cwd=tmp_path, env=clean_env(tmp_path),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as client:
+            for _ in range(200):
+                try:
+                    if (await client.get(f"{base}/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.returncode is not None:
+                    raise AssertionError("server exited early")
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("server did not become healthy")
+        yield base
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 20)
+
+
+class TestServe:
+    async def test_healthz_and_chat_page(self, served: str) -> None:
+        async with httpx.AsyncClient() as client:
+            health = (await client.get(f"{served}/healthz")).json()
+            page = await client.get(f"{served}/")
+        assert health == {"status": "ok", "database": "ok", "active_runs": 0}
+        assert page.status_code == 200 and "<title>Loopgate" in page.text
+        assert "new WebSocket" in page.text
+
+    async def test_web_chat_streams_events_and_the_reply(self, served: str) -> None:
+        url = served.replace("http://", "ws://") + "/ws?user=tester"
+        async with websockets.connect(url) as ws:
+            hello = json.loads(await ws.recv())
+            assert hello["type"] == "hello"
+            assert hello["session_key"] == "agent:main:web:direct:tester"
+            await ws.send(json.dumps({"type": "message", "text": "hello"}))
+            seen: list[dict[str, object]] = []
+            while True:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 20))
+                seen.append(frame)
+                if frame["type"] == "outbound" and frame["kind"] == "message":
+                    break
+        events = [f["event"]["type"] for f in seen if f["type"] == "event"]  # type: ignore[index]
+        assert "run.started" in events and "chunk" in events and "run.completed" in events
+        assert OFFLINE_MARKER in str(seen[-1]["text"])
+
+    async def test_bad_frames_get_a_clear_error(self, served: str) -> None:
+        url = served.replace("http://", "ws://") + "/ws?user=t2"
+        async with websockets.connect(url) as ws:
+            await ws.recv()
+            await ws.send("not json")
+            frame = json.loads(await ws.recv())
+            assert frame["type"] == "error" and "expected" in frame["error"]
