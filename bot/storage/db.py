@@ -187,15 +187,19 @@ def head_revision() -> str | None:
 
 async def _migrate(engine: AsyncEngine, schema: str | None) -> None:
     async with engine.begin() as conn:
+        # Two processes starting together must not both create the tables: take a lock held
+        # until this transaction ends before reading the current revision.
         if conn.dialect.name == "postgresql":
-            # Two processes starting together must not both create the tables; the lock is
-            # released when this transaction ends. (SQLite serialises writers by itself.)
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+        else:
+            # The sqlite3 driver would run DDL outside any transaction; an explicit write
+            # transaction makes the migration atomic and makes other openers wait (busy_timeout).
+            await conn.exec_driver_sql("BEGIN IMMEDIATE")
         if schema is not None:
             exists = await conn.scalar(
                 text("SELECT 1 FROM pg_namespace WHERE nspname = :name"), {"name": schema}
             )
-            if not exists:  # CREATE ... IF NOT EXISTS would need CREATE privilege even then
+            if not exists:  # checked first: a role without CREATE may use an existing schema
                 await conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
         before = await conn.run_sync(_current_revision)
         await conn.run_sync(lambda sync_conn: command.upgrade(alembic_config(sync_conn), "head"))
