@@ -210,6 +210,7 @@ class Loop:
             temperature=self.settings.temperature,
             max_tokens=self.settings.max_tokens,
         )
+
         async def on_retry(attempt: int, max_attempts: int, exc: BaseException) -> None:
             log.info("provider.retrying", attempt=attempt, error=str(exc)[:200])
             await self._emit(

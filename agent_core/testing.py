@@ -23,7 +23,9 @@ class UnexpectedModelCall(AssertionError):
 
 
 def reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> ModelResponse:
-    return ModelResponse(content=text, usage=Usage(input_tokens, output_tokens), finish_reason="stop")
+    return ModelResponse(
+        content=text, usage=Usage(input_tokens, output_tokens), finish_reason="stop"
+    )
 
 
 def call(name: str, arguments: dict[str, Any] | str | None = None) -> ToolCall:

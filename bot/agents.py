@@ -27,9 +27,7 @@ def build_provider(name: str, config: ProviderConfig) -> Provider:
     if config.base_url.rstrip("/") == OPENAI_BASE_URL and not config.api_key:
         log.warning("provider.offline", provider=name, reason="no api_key for api.openai.com")
         return OfflineProvider()
-    return OpenAICompatProvider(
-        config.base_url, config.api_key, name=name, timeout=config.timeout
-    )
+    return OpenAICompatProvider(config.base_url, config.api_key, name=name, timeout=config.timeout)
 
 
 class AgentRouter:

@@ -15,10 +15,17 @@ from agent_core import EventBus
 from agent_core.providers import Provider
 from bot.agents import AgentRouter
 from bot.config import Config
-from bot.dedupe import MemoryDedupe
 from bot.gateway import Gateway
+from bot.platforms import PlatformDeps, build_platform_channels
 from bot.run_registry import LocalRunRegistry
-from bot.storage import Database, SqlSessionStore, SqlTraceStore, open_database
+from bot.storage import (
+    Database,
+    SqlChannelState,
+    SqlDedupeStore,
+    SqlSessionStore,
+    SqlTraceStore,
+    open_database,
+)
 from channels import Channel
 from channels.local import LocalChannel
 
@@ -66,7 +73,7 @@ class Loopgate:
             self.config,
             router=router,
             registry=self.registry,
-            dedupe=MemoryDedupe(),
+            dedupe=SqlDedupeStore(self._db),
             events=self.events,
             sessions=sessions,
         )
@@ -77,7 +84,8 @@ class Loopgate:
         log.info("loopgate.started", channels=sorted(gateway.channels), db=self._db.safe_url)
 
     def _channels(self) -> list[Channel]:
-        return [self.web, self.terminal]
+        deps = PlatformDeps(state=SqlChannelState(self.db), seen=SqlDedupeStore(self.db))
+        return [self.web, self.terminal, *build_platform_channels(self.config, deps)]
 
     async def _start_channel(self, channel: Channel) -> None:
         self.gateway.add_channel(channel)

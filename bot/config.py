@@ -128,6 +128,14 @@ class _ChannelBase(_Model):
     enabled: bool = False
     agent: str | None = None
     admins: list[str] = Field(default_factory=list)
+    """User ids allowed to stop anyone's run in this channel's groups."""
+    dm_policy: Literal["open", "allowlist", "pairing", "disabled"] = "open"
+    group_policy: Literal["mention", "open", "allowlist", "disabled"] = "mention"
+    """``mention``: answer in groups only when addressed (mention, reply to the bot, /cmd@bot)."""
+    allow_from: list[str] = Field(default_factory=list)
+    """User ids accepted in DMs under ``dm_policy: allowlist``."""
+    group_allow_from: list[str] = Field(default_factory=list)
+    """Chat ids (groups) accepted under ``group_policy: allowlist``."""
 
     def _require(self, channel: str, *fields: str) -> list[str]:
         if not self.enabled:
@@ -224,7 +232,9 @@ def interpolate(value: Any, environ: Mapping[str, str], path: str = "") -> Any:
     the YAML structure. A ``${VAR}`` without default whose variable is unset is an error.
     """
     if isinstance(value, dict):
-        return {k: interpolate(v, environ, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        return {
+            k: interpolate(v, environ, f"{path}.{k}" if path else str(k)) for k, v in value.items()
+        }
     if isinstance(value, list):
         return [interpolate(v, environ, f"{path}.{i}") for i, v in enumerate(value)]
     if not isinstance(value, str):

@@ -29,7 +29,7 @@ log = structlog.get_logger(__name__)
 
 
 class SessionResetter(Protocol):
-    async def reset_session(self, session_key: str) -> None: ...
+    async def reset_session(self, session_key: str) -> object: ...
 
 
 class Gateway:
@@ -156,9 +156,8 @@ class Gateway:
             cancelled = sum(1 for run in allowed if self.registry.abort(run.run_id, key))
             if cancelled or dropped:
                 return bot.stop_reply
-        elif allowed:
-            if self.registry.abort(allowed[-1].run_id, key):
-                return bot.stop_reply
+        elif allowed and self.registry.abort(allowed[-1].run_id, key):
+            return bot.stop_reply
         if runs and not allowed:
             return bot.not_allowed_reply
         return bot.nothing_to_stop_reply

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
@@ -36,10 +37,10 @@ class _Lane(Generic[J]):
 class Scheduler(Generic[J]):
     def __init__(
         self,
-        execute: Callable[[J], Awaitable[None]],
+        execute: Callable[[J], Coroutine[Any, Any, None]],
         *,
         queue_cap: int = 10,
-        on_drop: Callable[[J], Awaitable[None]] | None = None,
+        on_drop: Callable[[J], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self._execute = execute
         self._on_drop = on_drop
@@ -86,7 +87,7 @@ class Scheduler(Generic[J]):
             job = lane.queue.popleft()
             task = asyncio.create_task(self._execute(job), name=f"run:{session_key}")
             lane.running.add(task)
-            task.add_done_callback(lambda t, key=session_key: self._finished(key, t))
+            task.add_done_callback(partial(self._finished, session_key))
         self._forget_if_idle(session_key)
 
     def _finished(self, session_key: str, task: asyncio.Task[None]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from importlib import resources
 from typing import Any
 
@@ -13,17 +13,18 @@ import structlog
 from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agent_core import Event
 from bot.app import Loopgate
 from bot.session_keys import session_key
-from channels import ChatRef, ChatType, InboundMessage, Sender
+from channels import ChatRef, ChatType, InboundMessage, Sender, WebhookReceiver
 from channels.local import Outbound
 
 log = structlog.get_logger(__name__)
+
 
 def create_app(loopgate: Loopgate, *, manage_lifespan: bool = True) -> Starlette:
     """The ASGI app. With ``manage_lifespan`` the app starts and stops ``loopgate`` itself."""
@@ -55,11 +56,20 @@ def create_app(loopgate: Loopgate, *, manage_lifespan: bool = True) -> Starlette
     async def chat_socket(ws: WebSocket) -> None:
         await _serve_chat(loopgate, ws)
 
+    async def webhook(request: Request) -> Response:
+        # Channels are built at start-up, after routes exist: look the receiver up per request.
+        for channel in loopgate.gateway.channels.values():
+            if isinstance(channel, WebhookReceiver) and channel.webhook_path == request.url.path:
+                return await channel.handle_webhook(request)
+        return JSONResponse({"error": "no enabled channel receives webhooks here"}, 404)
+
     return Starlette(
         routes=[
             Route("/healthz", healthz),
             Route("/", index),
             WebSocketRoute("/ws", chat_socket),
+            # POST /telegram/webhook, /slack/events, /zalo/webhook: whichever channel claims it.
+            Route("/{path:path}", webhook, methods=["POST"]),
         ],
         lifespan=lifespan,
     )
@@ -76,10 +86,9 @@ async def _serve_chat(loopgate: Loopgate, ws: WebSocket) -> None:
     key = session_key(loopgate.gateway.agent_for("web"), chat)
 
     async def send(payload: dict[str, Any]) -> None:
-        try:
+        # The tab may close while a run is still streaming to it.
+        with suppress(WebSocketDisconnect, RuntimeError):
             await ws.send_text(json.dumps(payload, ensure_ascii=False, default=str))
-        except (WebSocketDisconnect, RuntimeError):
-            pass  # the tab closed while a run was still streaming
 
     async def on_event(event: Event) -> None:
         await send({"type": "event", "event": event.as_dict()})

@@ -1,7 +1,7 @@
 """Platform adapters. Knows platforms, nothing of LLMs."""
 
 from channels.errors import BadRequest, ChannelError, Forbidden, RetryAfter
-from channels.protocol import Channel, InboundHandler
+from channels.protocol import Channel, InboundHandler, SeenStore, StateStore, WebhookReceiver
 from channels.types import (
     Capabilities,
     ChatRef,
@@ -25,5 +25,8 @@ __all__ = [
     "InboundMessage",
     "MessageRef",
     "RetryAfter",
+    "SeenStore",
     "Sender",
+    "StateStore",
+    "WebhookReceiver",
 ]

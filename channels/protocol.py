@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
+from starlette.requests import Request
+from starlette.responses import Response
+
 from channels.types import Capabilities, ChatRef, InboundMessage, MessageRef
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
@@ -36,3 +39,32 @@ class Channel(Protocol):
 
     async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
         """Whether the platform itself considers this user an admin of the chat."""
+
+
+@runtime_checkable
+class WebhookReceiver(Protocol):
+    """An adapter that receives platform updates over HTTP on our own server.
+
+    The bot's HTTP server routes ``POST {webhook_path}`` to :meth:`handle_webhook`. The adapter
+    verifies the request (secret token, signature), acknowledges at once, and processes the
+    update in the background so a slow run never makes the platform retry.
+    """
+
+    webhook_path: str
+
+    async def handle_webhook(self, request: Request) -> Response: ...
+
+
+class StateStore(Protocol):
+    """Small persistent key/value state per channel (e.g. a polling offset)."""
+
+    async def get(self, channel: str, key: str) -> str | None: ...
+
+    async def set(self, channel: str, key: str, value: str) -> None: ...
+
+
+class SeenStore(Protocol):
+    """Persistent memory of processed platform ids, so a restart or a retry is not a replay."""
+
+    async def seen(self, key: str) -> bool:
+        """Record ``key``; True when it had been recorded before."""

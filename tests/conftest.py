@@ -58,8 +58,14 @@ class ChatDriver:
     def channel(self) -> LocalChannel:
         return self.app.web
 
-    def message(self, text: str, *, sender: str = "alice", message_id: str | None = None,
-                admin: bool = False) -> InboundMessage:
+    def message(
+        self,
+        text: str,
+        *,
+        sender: str = "alice",
+        message_id: str | None = None,
+        admin: bool = False,
+    ) -> InboundMessage:
         return InboundMessage(
             chat=self.chat,
             message_id=message_id or uuid.uuid4().hex,

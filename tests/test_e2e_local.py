@@ -29,17 +29,13 @@ class TestReply:
         sent = llm.chat_requests[0].json
         assert sent["model"] == "fake-model" and sent["stream"] is True
         assert sent["messages"][-1] == {"role": "user", "content": "hi"}
-        history = await SqlSessionStore(app.db).load_history(
-            "agent:main:web:direct:dm-alice"
-        )
+        history = await SqlSessionStore(app.db).load_history("agent:main:web:direct:dm-alice")
         assert [(m.role, m.content) for m in history.messages] == [
             ("user", "hi"),
             ("assistant", "Hello Alice!"),
         ]
 
-    async def test_long_reply_is_split_within_the_limit(
-        self, dm: ChatDriver, llm: FakeLLM
-    ) -> None:
+    async def test_long_reply_is_split_within_the_limit(self, dm: ChatDriver, llm: FakeLLM) -> None:
         paragraphs = [f"Paragraph {i}: " + "word " * 400 for i in range(12)]
         llm.script(text("\n\n".join(paragraphs)))
         await dm.ask("write a lot")
@@ -49,9 +45,7 @@ class TestReply:
         assert chunks[0].startswith("Paragraph 0:")
         assert "".join("".join(chunks).split()) == "".join("".join(paragraphs).split())
 
-    async def test_duplicate_message_is_processed_once(
-        self, dm: ChatDriver, llm: FakeLLM
-    ) -> None:
+    async def test_duplicate_message_is_processed_once(self, dm: ChatDriver, llm: FakeLLM) -> None:
         first = await dm.send("hi", message_id="m-1")
         second = await dm.send("hi", message_id="m-1")
         assert first is not None and second is None
@@ -93,9 +87,7 @@ class TestTools:
 
 
 class TestSilenceAndErrors:
-    async def test_no_reply_sends_nothing_and_cleans_up(
-        self, dm: ChatDriver, llm: FakeLLM
-    ) -> None:
+    async def test_no_reply_sends_nothing_and_cleans_up(self, dm: ChatDriver, llm: FakeLLM) -> None:
         llm.script(text("NO_REPLY"))
         result = await dm.ask("ok thanks")
         assert result is not None and result.silent

@@ -27,7 +27,11 @@ from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 
 
 def make_loop(
-    tmp_path: Path, provider: ScriptedProvider, *, tools: ToolRegistry | None = None, **settings: object
+    tmp_path: Path,
+    provider: ScriptedProvider,
+    *,
+    tools: ToolRegistry | None = None,
+    **settings: object,
 ) -> tuple[Loop, MemoryStore, list[Event]]:
     store = MemoryStore()
     bus = EventBus()

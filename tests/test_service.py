@@ -56,8 +56,7 @@ class TestChatCommand:
             llm.script(text("Hi from the model"))
             config = tmp_path / "custom.yaml"
             config.write_text(
-                "providers:\n  openai:\n"
-                f"    base_url: {llm.base_url}\n    model: fake-model\n"
+                f"providers:\n  openai:\n    base_url: {llm.base_url}\n    model: fake-model\n"
             )
             code, out, err = await run_cli(tmp_path, "chat", "--config", str(config), "-m", "hi")
             assert code == 0, err
