@@ -6,8 +6,11 @@ closes them in order; the HTTP server and the terminal chat are two front ends o
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
+import asyncio
+from collections.abc import Coroutine
+from contextlib import AsyncExitStack, suppress
 from types import TracebackType
+from typing import Any
 
 import structlog
 
@@ -16,6 +19,7 @@ from agent_core.providers import Provider
 from bot.agents import AgentRouter
 from bot.config import Config
 from bot.gateway import Gateway
+from bot.maintenance import run_periodically
 from bot.platforms import PlatformDeps, build_platform_channels
 from bot.run_registry import LocalRunRegistry
 from bot.storage import (
@@ -69,11 +73,13 @@ class Loopgate:
             providers=self._providers,
         )
         self._stack.push_async_callback(router.aclose)
+        dedupe = SqlDedupeStore(self._db)
+        self._start_background(run_periodically("dedupe.prune", dedupe.prune))
         gateway = Gateway(
             self.config,
             router=router,
             registry=self.registry,
-            dedupe=SqlDedupeStore(self._db),
+            dedupe=dedupe,
             events=self.events,
             sessions=sessions,
         )
@@ -82,6 +88,16 @@ class Loopgate:
         for channel in self._channels():
             await self._start_channel(channel)
         log.info("loopgate.started", channels=sorted(gateway.channels), db=self._db.safe_url)
+
+    def _start_background(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+
+        async def cancel() -> None:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+        self._stack.push_async_callback(cancel)
 
     def _channels(self) -> list[Channel]:
         deps = PlatformDeps(state=SqlChannelState(self.db), seen=SqlDedupeStore(self.db))

@@ -7,7 +7,7 @@ import getpass
 import sys
 import uuid
 
-from agent_core import Event, EventType, RunStatus
+from agent_core import Event, EventType, RunResult, RunStatus
 from bot.app import Loopgate
 from bot.config import Config
 from bot.session_keys import session_key
@@ -59,12 +59,21 @@ async def run_chat(config: Config, message: str | None) -> int:
 
         app.events.subscribe(on_event, session_key=key)
         print("Loopgate terminal chat. /stop stops an answer, /help lists commands, Ctrl-D quits.")
+        pending: set[asyncio.Future[RunResult | None]] = set()
         while True:
             try:
                 line = await asyncio.to_thread(input, "you> ")
-            except (EOFError, KeyboardInterrupt):
-                print(file=sys.stderr)
+            except EOFError:
+                # Piped input (`echo hi | loopgate chat`) ends at once: answer before leaving.
+                if pending:
+                    await asyncio.wait(pending)
+                break
+            except KeyboardInterrupt:
                 break
             if line.strip():
-                await app.gateway.handle(inbound(line))
+                job = await app.gateway.handle(inbound(line))
+                if job is not None:
+                    pending.add(job.done)
+                    job.done.add_done_callback(pending.discard)
+        print(file=sys.stderr)
         return 0

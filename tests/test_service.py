@@ -131,3 +131,22 @@ class TestServe:
             await ws.send("not json")
             frame = json.loads(await ws.recv())
             assert frame["type"] == "error" and "expected" in frame["error"]
+
+
+class TestInteractiveChat:
+    async def test_piped_conversation_is_answered_before_exit(self, tmp_path: Path) -> None:
+        async with FakeLLM() as llm:
+            llm.script(text("first answer"), text("second answer"))
+            config = tmp_path / "c.yaml"
+            config.write_text(f"providers:\n  openai:\n    base_url: {llm.base_url}\n")
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot", "chat", "--config", str(config),
+                cwd=tmp_path, env=clean_env(tmp_path), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            out, err = await asyncio.wait_for(proc.communicate(b"hello\nagain\n"), 60)
+            assert proc.returncode == 0, err.decode()
+            assert "bot> first answer" in out.decode()
+            assert "bot> second answer" in out.decode()
+            sent = [r.json["messages"][-1]["content"] for r in llm.chat_requests]
+            assert sent == ["hello", "again"]
