@@ -17,14 +17,22 @@ saved with status ``cancelled``; nothing of a cancelled run is written to the se
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
 
-from agent_core.errors import AgentError, MaxIterationsExceeded
+from agent_core.bootstrap import PromptMode, Workspaces
+from agent_core.compaction import summary_messages
+from agent_core.context_budget import BUDGET_EXCEEDED_REPLY, ContextBudget
+from agent_core.errors import AgentError, MaxIterationsExceeded, ProviderError
 from agent_core.events import Event, EventBus, EventType
+from agent_core.history import prepare_history
+from agent_core.hooks import PreToolUseHook
+from agent_core.input_guard import BLOCKED_REPLY
+from agent_core.input_guard import check as guard_input
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.prompt import build_system_prompt
 from agent_core.providers.base import Delta, ModelRequest, ModelResponse, Provider
@@ -33,9 +41,9 @@ from agent_core.run import RunRequest, RunResult, RunStatus
 from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
-from agent_core.tool_exec import ToolOutcome, execute_tool_calls
+from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
 from agent_core.tools.base import ToolContext, ToolRegistry
-from agent_core.tracing import SpanKind, Trace, new_trace
+from agent_core.tracing import SpanKind, Trace, messages_as_json, new_trace, verbose_enabled
 from agent_core.workspace import user_workspace
 
 log = structlog.get_logger(__name__)
@@ -55,6 +63,11 @@ class _RunState:
     buffer: list[Message] = field(default_factory=list)  # written to the session at the end
     usage: Usage = field(default_factory=Usage)
     iterations: int = 0
+    budget: ToolBudget | None = None  # the run's tool calls; set on the first tool batch
+    stored: list[Message] = field(default_factory=list)  # the session before this run
+    summary: str | None = None  # the session's summary before this run
+    compacted: bool = False  # mid-loop compaction happens at most once per run
+    stop_reason: str | None = None  # set when the run stopped early (trace marked error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,20 +88,52 @@ class Loop:
         events: EventBus,
         *,
         retry: RetryPolicy | None = None,
+        fallback: Provider | None = None,
+        hooks: Sequence[PreToolUseHook] = (),
     ) -> None:
         self.retry = retry or RetryPolicy()
+        self.fallback = fallback  # tried, with the same retries, when the provider fails
+        self.hooks = list(hooks)  # PreToolUse hooks, in order
+        self.active_runs = 0  # runs of this agent in progress (the router reports it)
         self.settings = settings
         self.provider = provider
         self.tools = tools
         self.store = store
         self.traces = traces
         self.events = events
+        self.workspaces = Workspaces(
+            settings.workspace,
+            settings.id,
+            settings.agent_type,
+            templates_dir=settings.bootstrap_templates,
+            max_chars=settings.context_file_max_chars,
+        )
+        self.context = ContextBudget(settings, provider, store, self.workspaces)
 
     async def run(self, request: RunRequest) -> RunResult:
+        self.active_runs += 1
+        try:
+            return await self._run(request)
+        finally:
+            self.active_runs -= 1
+
+    async def _run(self, request: RunRequest) -> RunResult:
         trace = new_trace(request.run_id, request.session_key, self.settings.id)
         await self._emit(request, EventType.RUN_STARTED, message=request.message)
         state: _RunState | None = None
         try:
+            verdict = guard_input(
+                request.message,
+                self.settings.input_guard,
+                run_id=request.run_id,
+                session_key=request.session_key,
+                user_id=request.user_id,
+            )
+            if verdict.blocked:  # refused before any model call; nothing is stored
+                trace.root.attributes["stop_reason"] = "input_guard"
+                trace.root.attributes["injection_patterns"] = list(verdict.patterns)
+                refusal = RunResult(request.run_id, RunStatus.COMPLETED, content=BLOCKED_REPLY)
+                return await self._finish(request, trace, refusal)
             state = await self._prepare(request, trace)
             content, status = await self._iterate(state)
             content = sanitize_output(content)
@@ -101,6 +146,7 @@ class Loop:
                 model=self.settings.model,
                 provider=self.provider.name,
             )
+            await self.context.after_run(request, [*state.stored, *state.buffer], state.summary)
         except asyncio.CancelledError:
             trace.finish("cancelled")
             # The run's own task is being cancelled: save the trace in a task of its own.
@@ -124,28 +170,43 @@ class Loop:
             state.usage.input_tokens,
             state.usage.output_tokens,
         )
-        trace.finish(str(status), output=content)
+        if state.stop_reason:
+            trace.error = state.stop_reason
+        return await self._finish(request, trace, result, error=bool(state.stop_reason))
+
+    async def _finish(
+        self, request: RunRequest, trace: Trace, result: RunResult, *, error: bool = False
+    ) -> RunResult:
+        reason = trace.error
+        trace.finish("error" if error else str(result.status), output=result.content, error=reason)
         await self._emit(
-            request, EventType.RUN_COMPLETED, content=content, usage=state.usage.as_dict()
+            request, EventType.RUN_COMPLETED, content=result.content, usage=result.usage.as_dict()
         )
         await self._save_trace(trace)
         return result
 
     async def _prepare(self, request: RunRequest, trace: Trace) -> _RunState:
         workspace = user_workspace(self.settings.workspace, request.user_id)
-        await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread(self.workspaces.ensure_user_files, request.user_id)
+        files = await asyncio.to_thread(
+            self.workspaces.context_files, request.user_id, PromptMode.FULL
+        )
         history = await self.store.load_history(request.session_key)
-        system = build_system_prompt(self.settings, request, self.tools, workspace)
+        system = build_system_prompt(self.settings, request, self.tools, workspace, files=files)
         messages = [Message.system(system)]
         if history.summary:
-            messages += [
-                Message.user(f"[Summary of earlier conversation]\n{history.summary}"),
-                Message.assistant("I understand the context of our earlier conversation."),
-            ]
-        messages += history.messages
+            messages += summary_messages(history.summary)
+        messages += prepare_history(history.messages, self.settings.history_limit)
         user = Message.user(self._bounded_input(request.message))
         messages.append(user)
-        return _RunState(request=request, trace=trace, messages=messages, buffer=[user])
+        return _RunState(
+            request=request,
+            trace=trace,
+            messages=messages,
+            buffer=[user],
+            stored=history.messages,
+            summary=history.summary,
+        )
 
     def _bounded_input(self, text: str) -> str:
         limit = self.settings.max_message_chars
@@ -169,8 +230,11 @@ class Loop:
 
     async def _think_act_observe(self, state: _RunState, iteration: int) -> _Finish | None:
         request = state.request
+        if (stop := await self._fit_context(state, iteration)) is not None:
+            return stop
         await self._emit(request, EventType.ACTIVITY, phase="thinking", iteration=iteration)
         response = await self._call_model(state, iteration)
+        await self.context.calibrate(state.messages, response.usage.input_tokens)
         if not response.tool_calls:
             return _Finish(response.content)
 
@@ -188,28 +252,76 @@ class Loop:
             state.buffer.append(tool_message)
         return None
 
+    async def _fit_context(self, state: _RunState, iteration: int) -> _Finish | None:
+        """Prune, compact mid-loop (once per run), and stop cleanly when still over budget."""
+        fit = await self.context.fit(state.messages, allow_compaction=not state.compacted)
+        if fit.compaction_error is not None or fit.compacted:
+            await self._emit(
+                state.request, EventType.ACTIVITY, phase="compacting", iteration=iteration
+            )
+            span = state.trace.start_span(
+                SpanKind.EVENT, "mid_loop_compaction", iteration=iteration
+            )
+            span.end(error=not fit.compacted, compacted=fit.compacted, reason=fit.compaction_error)
+            state.compacted = state.compacted or fit.compacted
+        state.messages = fit.messages
+        if not fit.exceeded:
+            return None
+        log.warning("run.context_budget_exceeded", run_id=state.request.run_id, tokens=fit.tokens)
+        state.stop_reason = "context_budget_exceeded"
+        state.trace.root.attributes["stop_reason"] = state.stop_reason
+        return _Finish(BUDGET_EXCEEDED_REPLY)
+
     async def _call_model(self, state: _RunState, iteration: int) -> ModelResponse:
-        request = state.request
-        span = state.trace.start_span(
-            SpanKind.LLM,
-            f"{self.provider.name}/{self.settings.model}",
-            provider=self.provider.name,
-            model=self.settings.model,
-            iteration=iteration,
-        )
-
-        async def on_delta(delta: Delta) -> None:
-            kind = EventType.CHUNK if delta.kind == "text" else EventType.THINKING
-            await self._emit(request, kind, content=delta.content)
-
+        """One model call with retries; when it fails for good, the same on the fallback."""
         model_request = ModelRequest(
             model=self.settings.model,
             messages=state.messages,
             tools=self.tools.specs(),
-            stream=request.stream and self.settings.stream,
+            stream=state.request.stream and self.settings.stream,
             temperature=self.settings.temperature,
             max_tokens=self.settings.max_tokens,
         )
+        try:
+            return await self._call_provider(state, iteration, self.provider, model_request)
+        except ProviderError as exc:
+            if self.fallback is None:
+                raise
+            log.warning(
+                "provider.fallback",
+                run_id=state.request.run_id,
+                primary=self.provider.name,
+                fallback=self.fallback.name,
+                error=str(exc)[:200],
+            )
+            model = self.settings.fallback_model or self.settings.model
+            fallback_request = replace(model_request, model=model)
+            return await self._call_provider(state, iteration, self.fallback, fallback_request)
+
+    async def _call_provider(
+        self, state: _RunState, iteration: int, provider: Provider, model_request: ModelRequest
+    ) -> ModelResponse:
+        request = state.request
+        span = state.trace.start_span(
+            SpanKind.LLM,
+            f"{provider.name}/{model_request.model}",
+            provider=provider.name,
+            model=model_request.model,
+            iteration=iteration,
+        )
+        if verbose_enabled():
+            span.attributes["input_preview"] = messages_as_json(model_request.messages)
+            state.trace.root.attributes.setdefault(
+                "input_preview", span.attributes["input_preview"]
+            )
+        streamed_thinking = False
+
+        async def on_delta(delta: Delta) -> None:
+            nonlocal streamed_thinking
+            if delta.kind == "thinking":
+                streamed_thinking = True
+            kind = EventType.CHUNK if delta.kind == "text" else EventType.THINKING
+            await self._emit(request, kind, content=delta.content)
 
         async def on_retry(attempt: int, max_attempts: int, exc: BaseException) -> None:
             log.info("provider.retrying", attempt=attempt, error=str(exc)[:200])
@@ -223,11 +335,14 @@ class Loop:
 
         try:
             response = await call_with_retry(
-                lambda: self.provider.complete(model_request, on_delta), self.retry, on_retry
+                lambda: provider.complete(model_request, on_delta), self.retry, on_retry
             )
         except BaseException as exc:
             span.end(error=True, error_message=str(exc)[:500])
             raise
+        if response.thinking and not streamed_thinking:
+            # Not streamed (or a server that sends reasoning only at the end): one event.
+            await self._emit(request, EventType.THINKING, content=response.thinking)
         state.usage.add(response.usage)
         span.end(
             input_tokens=response.usage.input_tokens,
@@ -255,10 +370,13 @@ class Loop:
                 request, EventType.TOOL_CALL, name=call.name, id=call.id, arguments=arguments
             )
 
-        async def after(outcome: ToolOutcome, duration_ms: float) -> None:
-            span = state.trace.start_span(SpanKind.TOOL, outcome.call.name)
-            span.duration_ms = duration_ms
+        async def after(outcome: ToolOutcome) -> None:
+            span = state.trace.start_span(SpanKind.TOOL, outcome.call.name, id=outcome.call.id)
+            span.started_at = outcome.started_at
+            span.duration_ms = outcome.duration_ms
             span.error = outcome.is_error
+            if outcome.blocked:
+                span.attributes["blocked"] = True
             await self._emit(
                 request,
                 EventType.TOOL_RESULT,
@@ -268,7 +386,18 @@ class Loop:
                 result=outcome.content,
             )
 
-        return await execute_tool_calls(calls, self.tools, ctx, before=before, after=after)
+        if state.budget is None:
+            state.budget = ToolBudget(self.settings.max_tool_calls)
+        return await execute_tool_calls(
+            calls,
+            self.tools,
+            ctx,
+            before=before,
+            after=after,
+            hooks=self.hooks,
+            budget=state.budget,
+            max_parallel=self.settings.max_parallel_tools,
+        )
 
     async def _fail(
         self, request: RunRequest, trace: Trace, exc: BaseException, state: _RunState | None

@@ -2,13 +2,67 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_ITERATIONS = 20
 CONTEXT_WINDOW = 200_000
 MAX_MESSAGE_CHARS = 32_768
 HISTORY_LIMIT_TURNS = 50
+MAX_TOOL_CALLS = 100
+MAX_PARALLEL_TOOLS = 4
+CONTEXT_FILE_MAX_CHARS = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class PruningSettings:
+    """Context pruning (spec section 6); ``mode: off`` disables it."""
+
+    mode: str = ""  # "" or "cache-ttl": on; "off": disabled
+    keep_last_assistants: int = 3  # the last N assistant messages (and what follows) are kept
+    soft_trim_ratio: float = 0.3  # of the context window: soft-trim long tool results
+    hard_clear_ratio: float = 0.5  # of the context window: clear very long tool results
+    soft_trim_max_chars: int = 6_000  # tool results longer than this are soft-trimmed
+    soft_trim_keep_chars: int = 3_000  # kept at each end of a soft-trimmed result
+    min_prunable_tool_chars: int = 50_000  # results at least this long may be hard-cleared
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFlushSettings:
+    """The agent turn that saves durable memories before post-run compaction (section 8)."""
+
+    enabled: bool = True
+    max_iterations: int = 5
+    timeout: float = 90.0  # seconds for the whole flush turn
+    window: int = 10  # latest messages the flush turn sees
+    prompt: str = (
+        "Pre-compaction memory flush. Store durable memories now (use memory/YYYY-MM-DD.md; "
+        "create memory/ if needed). If nothing to store, reply with NO_REPLY."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSettings:
+    """Mid-loop and post-run compaction (section 7)."""
+
+    enabled: bool = True
+    threshold: float = 0.75  # share of the context window that triggers compaction
+    max_history_share: float | None = None  # overrides ``threshold`` when set
+    min_messages: int = 50  # post-run: more stored messages than this triggers compaction
+    keep_last: int = 4  # post-run: messages kept after the summary
+    mid_loop_summarize_share: float = 0.7  # mid-loop: share of messages summarized
+    summary_temperature: float = 0.3
+    summary_max_tokens: int = 1024
+    summary_timeout: float = 120.0  # seconds
+    memory_flush: MemoryFlushSettings = field(default_factory=MemoryFlushSettings)
+
+    @property
+    def trigger_share(self) -> float:
+        return self.max_history_share if self.max_history_share is not None else self.threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,3 +79,15 @@ class AgentSettings:
     temperature: float | None = None
     max_tokens: int | None = None
     stream: bool = True
+    max_tool_calls: int = MAX_TOOL_CALLS  # tool calls one run may make, over all iterations
+    max_parallel_tools: int = MAX_PARALLEL_TOOLS  # pool size for a read-only batch
+    fallback_provider: str | None = None  # name of the provider used when the primary fails
+    fallback_model: str | None = None  # model on the fallback provider (default: ``model``)
+    agent_type: str = "open"  # "open": per-user files; "predefined": agent-level files
+    input_guard: str = "warn"  # off | log | warn | block (agent_core/input_guard.py)
+    context_file_max_chars: int = CONTEXT_FILE_MAX_CHARS  # per bootstrap file in the prompt
+    bootstrap_templates: Path | None = None  # folder overriding the built-in file templates
+    owner_ids: tuple[str, ...] = ()  # user ids named as owners in the prompt
+    extra_context: str = ""  # added to the prompt inside <extra_context>
+    pruning: PruningSettings = field(default_factory=PruningSettings)
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)

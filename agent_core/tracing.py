@@ -11,9 +11,12 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from agent_core.messages import Message
 
 OUTPUT_PREVIEW_CHARS = 500
 VERBOSE_INPUT_CHARS = 50_000
@@ -103,3 +106,62 @@ def new_trace(run_id: str, session_key: str, agent_id: str) -> Trace:
 
 def verbose_input(messages: list[dict[str, Any]]) -> str:
     return json.dumps(messages, ensure_ascii=False)[:VERBOSE_INPUT_CHARS]
+
+
+def messages_as_json(messages: Sequence[Message]) -> str:
+    """The LLM input as JSON for verbose traces, cut at :data:`VERBOSE_INPUT_CHARS`."""
+    wire: list[dict[str, Any]] = []
+    for m in messages:
+        item: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            item["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
+            ]
+        if m.tool_call_id:
+            item["tool_call_id"] = m.tool_call_id
+        wire.append(item)
+    return verbose_input(wire)
+
+
+def render_tree(trace: Trace) -> list[str]:
+    """A trace as indented lines: the trace header, then its spans under their parents."""
+    took = ""
+    if trace.ended_at is not None:
+        took = f" {(trace.ended_at - trace.started_at).total_seconds() * 1000:.0f}ms"
+    header = (
+        f"{trace.started_at:%Y-%m-%d %H:%M:%S} {trace.status}{took} "
+        f"agent={trace.agent_id} session={trace.session_key} run={trace.run_id} "
+        f"tokens={trace.input_tokens}/{trace.output_tokens}"
+    )
+    lines = [header]
+    if trace.error:
+        lines.append(f"  error: {trace.error}")
+    children: dict[str | None, list[Span]] = {}
+    for span in trace.spans:
+        children.setdefault(span.parent_id, []).append(span)
+
+    def walk(parent: str | None, depth: int) -> None:
+        for span in children.get(parent, []):
+            lines.append("  " * depth + "└─ " + _describe(span))
+            walk(span.id, depth + 1)
+
+    walk(None, 1)
+    if trace.output_preview:
+        preview = trace.output_preview.replace("\n", " ")
+        lines.append(f"  output: {preview[:120]}{'…' if len(preview) > 120 else ''}")
+    return lines
+
+
+def _describe(span: Span) -> str:
+    a = span.attributes
+    text = f"{span.kind} {span.name} {span.duration_ms:.0f}ms"
+    if span.kind is SpanKind.LLM:
+        text += f" iter={a.get('iteration')} tokens={a.get('input_tokens', 0)}/"
+        text += f"{a.get('output_tokens', 0)}"
+    if span.kind is SpanKind.AGENT and a.get("stop_reason"):
+        text += f" ({a['stop_reason']})"
+    if a.get("blocked"):
+        text += " BLOCKED"
+    if span.error:
+        text += " ERROR" + (f": {a['error_message']}" if a.get("error_message") else "")
+    return text

@@ -44,3 +44,11 @@ def resolve_inside(workspace: Path, relative: str) -> Path:
     if candidate != root and root not in candidate.parents:
         raise WorkspaceEscape(f"path {relative!r} is outside the workspace")
     return candidate
+
+
+AGENTS_DIR = "_agents"  # never a user directory: sanitized user ids can't start with "_"
+
+
+def agent_workspace(base: Path, agent_id: str) -> Path:
+    """Agent-level files of a predefined agent; sanitized like a user id."""
+    return (base / AGENTS_DIR / sanitize_user_id(agent_id)).resolve()

@@ -16,6 +16,7 @@ import structlog
 
 from agent_core import EventBus
 from agent_core.providers import Provider
+from bot.access import AccessPolicy, PairingStore
 from bot.agents import AgentRouter
 from bot.config import Config
 from bot.gateway import Gateway
@@ -82,6 +83,7 @@ class Loopgate:
             dedupe=dedupe,
             events=self.events,
             sessions=sessions,
+            access=AccessPolicy(self.config, PairingStore(self._db)),
         )
         self._gateway = gateway
         self._stack.push_async_callback(gateway.scheduler.aclose)

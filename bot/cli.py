@@ -29,6 +29,14 @@ def _parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", parents=[common], help="chat with the agent in this terminal")
     chat.add_argument("-m", "--message", help="send one message, print the reply and exit")
     sub.add_parser("check-config", parents=[common], help="validate the configuration and exit")
+    traces = sub.add_parser("traces", parents=[common], help="print recent run traces as trees")
+    traces.add_argument("--session", metavar="KEY", help="only traces of this session key")
+    traces.add_argument("--last", type=int, default=10, metavar="N", help="how many (default 10)")
+    pairing = sub.add_parser("pairing", parents=[common], help="DM pairing (dm_policy: pairing)")
+    pairing_sub = pairing.add_subparsers(dest="pairing_command", required=True)
+    pairing_sub.add_parser("list", parents=[common], help="show pending pairing codes")
+    approve = pairing_sub.add_parser("approve", parents=[common], help="approve a pairing code")
+    approve.add_argument("code", help="the 8-character code the user received")
     return parser
 
 
@@ -65,12 +73,48 @@ def _serve(config: Config) -> int:
     return 0
 
 
+async def _pairing(config: Config, command: str, code: str) -> int:
+    from bot.access import PairingStore
+    from bot.storage import open_database
+
+    db = await open_database(config.database.url)
+    try:
+        store = PairingStore(db)
+        if command == "list":
+            pending = await store.pending()
+            for request in pending:
+                expires = request.expires_at.strftime("%H:%M UTC")
+                print(
+                    f"{request.code}  {request.channel}  {request.user_id}  {request.name}  "
+                    f"(expires {expires})"
+                )
+            if not pending:
+                print("no pending pairing requests")
+            return 0
+        approved = await store.approve(code)
+        if approved is None:
+            print(f"loopgate: no pending pairing code {code.upper()!r} (expired?)", file=sys.stderr)
+            return 1
+        print(f"approved {approved.channel} user {approved.user_id} {approved.name}".rstrip())
+        return 0
+    finally:
+        await db.aclose()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     config = _load(args.config)
     if args.command == "check-config":
         print(f"configuration OK ({args.config or 'config.yaml or built-in defaults'})")
         return 0
+    if args.command == "pairing":
+        configure_logging("warning", config.logging.format)
+        return asyncio.run(_pairing(config, args.pairing_command, getattr(args, "code", "")))
+    if args.command == "traces":
+        from bot.traces_cli import print_traces
+
+        configure_logging("warning", config.logging.format)
+        return asyncio.run(print_traces(config, session=args.session, last=max(1, args.last)))
     quiet = args.command == "chat"
     # The terminal chat is for reading answers, not logs: only warnings go to stderr there.
     configure_logging("warning" if quiet else config.logging.level, config.logging.format)

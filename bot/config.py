@@ -15,10 +15,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 
 class ConfigFileError(Exception):
@@ -47,13 +55,24 @@ class ServerConfig(_Model):
 
 
 class ProviderConfig(_Model):
-    kind: Literal["openai"] = "openai"
-    """Wire protocol; every ``openai`` provider speaks the Chat Completions API."""
+    kind: Literal["openai", "anthropic"] = "openai"
+    """Wire protocol: ``openai`` (Chat Completions, any compatible server) or ``anthropic``
+    (Messages API; ``base_url`` then defaults to https://api.anthropic.com)."""
     base_url: str = OPENAI_BASE_URL
     api_key: str = ""
     model: str = "gpt-4o-mini"
     timeout: float = Field(120.0, gt=0)
     """Seconds to wait for the model (read timeout of one call)."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Answer length cap; ``anthropic`` requires one and uses 4096 when unset."""
+    thinking_budget: int | None = Field(None, ge=1024)
+    """``anthropic`` only: enables extended thinking with this many budget tokens."""
+
+    @model_validator(mode="after")
+    def _kind_defaults(self) -> ProviderConfig:
+        if self.kind == "anthropic" and "base_url" not in self.model_fields_set:
+            self.base_url = ANTHROPIC_BASE_URL
+        return self
 
 
 class ProvidersConfig(BaseModel):
@@ -85,6 +104,10 @@ class AgentDefaults(_Model):
     """How many past user turns the model sees."""
     system_prompt: str = ""
     stream: bool = True
+    max_tool_calls: int = Field(100, ge=1)
+    """Tool calls one run may make over all its iterations; later calls get an error result."""
+    max_parallel_tools: int = Field(4, ge=1, le=64)
+    """How many read-only tool calls of one batch run at once."""
 
 
 class AgentConfig(_Model):
@@ -97,10 +120,17 @@ class AgentConfig(_Model):
     context_window: int | None = Field(None, ge=1000)
     workspace: Path | None = None
     system_prompt: str | None = None
+    fallback_provider: str | None = None
+    """Provider used (with the same retries) when ``provider`` fails for good."""
+    fallback_model: str | None = None
+    """Model on the fallback provider; default: that provider's ``model``."""
+    max_tool_calls: int | None = Field(None, ge=1)
 
 
 class AgentsConfig(_Model):
     default: str = "main"
+    cache_ttl: float = Field(300.0, ge=0)
+    """Seconds a resolved agent is reused before it is rebuilt from config and the database."""
     defaults: AgentDefaults = Field(default_factory=AgentDefaults)
     list: builtins.list[AgentConfig] = Field(default_factory=builtins.list)
 
@@ -147,12 +177,47 @@ class _ChannelBase(_Model):
         ]
 
 
+class TelegramRateLimit(_Model):
+    """Token buckets for message sends and edits (typing and reactions are not counted)."""
+
+    per_chat: float = Field(1.0, gt=0)
+    """Sustained messages per second in one chat."""
+    per_chat_burst: int = Field(3, ge=1)
+    """Messages allowed back to back in one chat before pacing starts."""
+    per_group_per_minute: float = Field(20.0, gt=0)
+    """Sustained messages per minute in one group (Telegram's documented group limit)."""
+    per_group_burst: int = Field(5, ge=1)
+    overall: float = Field(30.0, gt=0)
+    """Sustained messages per second across all chats."""
+    overall_burst: int = Field(30, ge=1)
+
+
 class TelegramConfig(_ChannelBase):
     token: str = ""
     api_base_url: str = "https://api.telegram.org"
+    """Every call goes to ``{api_base_url}/bot{token}/{method}`` (self-hosted Bot API works)."""
     mode: Literal["polling", "webhook"] = "polling"
     webhook_url: str = ""
+    """Public URL Telegram posts to; our server answers it at ``POST /telegram/webhook``."""
     webhook_secret: str = ""
+    allowed_updates: list[str] = Field(default_factory=lambda: ["message"])
+    """Update types requested from Telegram (``getUpdates`` and ``setWebhook``)."""
+    polling_timeout: int = Field(30, ge=0, le=50)
+    """Seconds one ``getUpdates`` long poll waits when there is nothing new."""
+    rate_limit: TelegramRateLimit | Literal["off"] = Field(
+        default_factory=lambda: TelegramRateLimit()
+    )
+    """Send pacing; ``off`` for self-hosted Bot API servers and benchmarks (429 still holds)."""
+    reactions: bool = True
+    """Status reactions in this channel (``bot.reactions`` must be on too)."""
+    reply_context_chars: int = Field(500, ge=0)
+    """How much of a replied-to message the model sees (longer quotes are truncated)."""
+
+    @field_validator("rate_limit", mode="before")
+    @classmethod
+    def _rate_limit_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare ``off`` as False.
+        return "off" if value is False else value
 
 
 class SlackConfig(_ChannelBase):
@@ -161,6 +226,27 @@ class SlackConfig(_ChannelBase):
     signing_secret: str = ""
     api_base_url: str = "https://slack.com/api/"
     mode: Literal["socket", "http"] = "socket"
+    reply_in_thread: bool = True
+    """In channels, answer in the thread of the triggering message (DMs are always inline)."""
+    rate_limit: SlackRateLimit | Literal["off"] = Field(default_factory=lambda: SlackRateLimit())
+    """Pacing of posts per Slack channel; ``off`` disables it (429 ``Retry-After`` still holds)."""
+    assistant_status: bool = True
+    """Show "is thinking…" with ``assistant.threads.setStatus`` where Slack allows it."""
+    ping_interval: float = Field(10.0, gt=0)
+    """Socket Mode: seconds between pings; a socket silent for 4 intervals is reconnected."""
+
+    @field_validator("rate_limit", mode="before")
+    @classmethod
+    def _rate_limit_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare ``off`` as False.
+        return "off" if value is False else value
+
+
+class SlackRateLimit(_Model):
+    per_second: float = Field(1.0, gt=0)
+    """Sustained posts per second in one Slack channel (Slack allows about one)."""
+    burst: int = Field(4, ge=1)
+    """Posts allowed back to back before pacing starts, so a conversation is never delayed."""
 
 
 class ZaloConfig(_ChannelBase):
@@ -168,7 +254,31 @@ class ZaloConfig(_ChannelBase):
     api_base_url: str = "https://bot-api.zaloplatforms.com"
     mode: Literal["polling", "webhook"] = "polling"
     webhook_url: str = ""
+    """Public HTTPS URL Zalo posts to; our server answers it at ``POST /zalo/webhook``."""
     webhook_secret: str = ""
+    """8 to 256 characters; Zalo sends it back in ``X-Bot-Api-Secret-Token``."""
+    polling_timeout: int = Field(30, ge=1, le=60)
+    """Seconds one ``getUpdates`` long poll waits when there is nothing new."""
+    request_timeout: float = Field(10.0, gt=0)
+    """Seconds to wait for any other API call."""
+    send_attempts: int = Field(3, ge=1, le=10)
+    """Tries per API call when a retry is safe (429, 502/503/504, connect errors)."""
+    backoff_initial: float = Field(1.0, gt=0)
+    """First delay after a failed call or poll; doubles per consecutive failure."""
+    backoff_max: float = Field(60.0, gt=0)
+    """Longest delay between polls while the API keeps failing (e.g. a bad token)."""
+    group_delivery: Literal["all", "addressed_only"] = "all"
+    """``all``: Zalo sends every group message and the bot answers when @mentioned or replied
+    to. ``addressed_only``: Zalo only sends messages addressed to the bot; each one counts."""
+    mention_names: list[str] = Field(default_factory=list)
+    """Extra names that address the bot as ``@name`` in groups (besides what ``getMe`` says)."""
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret_length(cls, value: str) -> str:
+        if value and not 8 <= len(value) <= 256:
+            raise ValueError("must be 8 to 256 characters (a Zalo setWebhook rule)")
+        return value
 
 
 class ChannelsConfig(_Model):
@@ -208,11 +318,13 @@ class Config(_Model):
         providers = self.providers.all()
         agent_ids = {a.id for a in self.agents.list} | {"main"}
         for i, agent in enumerate(self.agents.list):
-            if agent.provider and agent.provider not in providers:
-                problems.append(
-                    f"agents.list.{i}.provider: unknown provider {agent.provider!r} "
-                    f"(defined: {', '.join(sorted(providers))})"
-                )
+            for key in ("provider", "fallback_provider"):
+                name = getattr(agent, key)
+                if name and name not in providers:
+                    problems.append(
+                        f"agents.list.{i}.{key}: unknown provider {name!r} "
+                        f"(defined: {', '.join(sorted(providers))})"
+                    )
         if self.agents.default not in agent_ids:
             problems.append(f"agents.default: unknown agent {self.agents.default!r}")
         for name in ("telegram", "slack", "zalo"):

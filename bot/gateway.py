@@ -13,6 +13,7 @@ from typing import Protocol
 import structlog
 
 from agent_core import EventBus
+from bot.access import AccessPolicy
 from bot.agents import AgentRouter
 from bot.commands import HELP_TEXT, Command, parse_command
 from bot.config import Config
@@ -42,6 +43,7 @@ class Gateway:
         dedupe: DedupeStore,
         events: EventBus,
         sessions: SessionResetter,
+        access: AccessPolicy | None = None,
     ) -> None:
         self.config = config
         self.router = router
@@ -49,6 +51,7 @@ class Gateway:
         self.dedupe = dedupe
         self.events = events
         self.sessions = sessions
+        self.access = access or AccessPolicy(config)
         self.channels: dict[str, Channel] = {}
         self.turns = TurnRunner(config.bot, router, registry, events)
         self.scheduler: Scheduler[Job] = Scheduler(
@@ -79,8 +82,17 @@ class Gateway:
         if command is not None:
             await self._command(command, msg, channel, key)
             return None
-        if not msg.addressed:
-            log.info("inbound.skipped", reason="not_addressed", chat=msg.chat.chat_id)
+        decision = await self.access.check(msg)
+        if not decision.allowed:
+            log.info(
+                "inbound.skipped",
+                reason=decision.reason,
+                channel=msg.chat.channel,
+                chat=msg.chat.chat_id,
+                sender=msg.sender.id,
+            )
+            if decision.reply:
+                await send_with_retry(channel, msg.chat, decision.reply)
             return None
         if not msg.text.strip():
             log.info("inbound.skipped", reason="empty", chat=msg.chat.chat_id)

@@ -32,6 +32,7 @@ class RunRegistry(Protocol):
     def abort_session(self, session_key: str) -> int: ...
     @property
     def active_runs(self) -> int: ...
+    def active_runs_by_agent(self) -> dict[str, int]: ...
 
 
 class LocalRunRegistry:
@@ -64,4 +65,11 @@ class LocalRunRegistry:
 
     @property
     def active_runs(self) -> int:
+        """The ``activeRuns`` counter: runs registered and not finished, in this process."""
         return len(self._runs)
+
+    def active_runs_by_agent(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for run in self._runs.values():
+            counts[run.agent_id] = counts.get(run.agent_id, 0) + 1
+        return counts

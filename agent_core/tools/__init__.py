@@ -1,4 +1,4 @@
-from agent_core.tools.base import Tool, ToolContext, ToolHandler, ToolRegistry
+from agent_core.tools.base import Tool, ToolContext, ToolHandler, ToolKind, ToolRegistry
 from agent_core.tools.files import FILE_TOOLS, LIST_FILES, READ_FILE, WRITE_FILE
 
 __all__ = [
@@ -9,5 +9,6 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolHandler",
+    "ToolKind",
     "ToolRegistry",
 ]

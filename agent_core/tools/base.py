@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent_core.providers.base import ToolSpec
+
+
+class ToolKind(enum.StrEnum):
+    """How a tool runs; anything but ``SYNC`` keeps its batch sequential (tool_exec.py)."""
+
+    SYNC = "sync"  # returns its result when done
+    ASYNC = "async"  # starts background work (spawn, cron) and returns at once
+    EXEC = "exec"  # runs a shell/program: side effects nobody can predict
+    WAIT = "wait"  # sleeps or waits for something outside the run
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +42,7 @@ class Tool:
     handler: ToolHandler
     # Read-only tools may run concurrently with each other; anything else runs alone.
     read_only: bool = False
+    kind: ToolKind = ToolKind.SYNC
 
     @property
     def spec(self) -> ToolSpec:

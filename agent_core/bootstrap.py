@@ -1,0 +1,201 @@
+"""Bootstrap files: the workspace markdown that shapes an agent, seeded from templates.
+
+Agent types (spec section 10):
+
+- ``open``: every user gets their own copy of all standard files in their workspace, seeded from
+  templates on their first chat;
+- ``predefined``: AGENTS.md, SOUL.md, TOOLS.md and IDENTITY.md live once at agent level
+  (``<base>/_agents/<agent id>``); each user only gets a USER.md.
+
+Seeding happens exactly once per workspace, also when several processes race: every file is
+created with a hard link from a private temporary file (``os.link`` fails if the name exists,
+and the file appears complete or not at all), and a marker file records that seeding is done, so
+a file the agent deleted on purpose (BOOTSTRAP.md after the first-run ritual) never comes back.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from agent_core.workspace import agent_workspace, user_workspace
+
+log = structlog.get_logger(__name__)
+
+AGENTS_MD = "AGENTS.md"
+SOUL_MD = "SOUL.md"
+TOOLS_MD = "TOOLS.md"
+IDENTITY_MD = "IDENTITY.md"
+USER_MD = "USER.md"
+BOOTSTRAP_MD = "BOOTSTRAP.md"
+MEMORY_MD = "MEMORY.md"
+STANDARD_FILES = (AGENTS_MD, SOUL_MD, TOOLS_MD, IDENTITY_MD, USER_MD, BOOTSTRAP_MD)
+EXTRA_FILES = (MEMORY_MD, "USER_PREDEFINED.md", "DELEGATION.md", "TEAM.md", "AVAILABILITY.md")
+MINIMAL_FILES = (AGENTS_MD, TOOLS_MD)
+AGENT_LEVEL_FILES = (AGENTS_MD, SOUL_MD, TOOLS_MD, IDENTITY_MD)
+SEED_MARKER = ".loopgate-seeded"
+CONTEXT_FILE_MAX_CHARS = 20_000
+
+TEMPLATES: dict[str, str] = {
+    AGENTS_MD: (
+        "# AGENTS.md - how you work\n\n"
+        "- Answer the user's question first; keep answers short unless asked for detail.\n"
+        "- Use your tools when they help and say what you did.\n"
+        "- Write what you must remember to MEMORY.md or memory/YYYY-MM-DD.md: you forget "
+        "everything else between sessions.\n"
+    ),
+    SOUL_MD: (
+        "# SOUL.md - who you are\n\n"
+        "Helpful, direct and honest. Friendly without flattery. Admit what you don't know.\n"
+    ),
+    TOOLS_MD: (
+        "# TOOLS.md - notes about your tools\n\n"
+        "Files you write stay in your workspace. Keep notes here about how tools behave.\n"
+    ),
+    IDENTITY_MD: "# IDENTITY.md\n\n- Name: (choose one with the user)\n- Style: concise\n",
+    USER_MD: ("# USER.md - about the user\n\n- Name:\n- Preferred language:\n- Notes:\n"),
+    BOOTSTRAP_MD: (
+        "# BOOTSTRAP.md - first run\n\n"
+        "This is your first conversation with this user. Greet them, ask their name and how "
+        "they want you to help, and record the answers in USER.md (and your chosen name in "
+        "IDENTITY.md). When done, overwrite BOOTSTRAP.md with an empty file so this ritual "
+        "does not repeat.\n"
+    ),
+}
+
+
+class AgentType(enum.StrEnum):
+    OPEN = "open"  # per-user files, all seeded from templates
+    PREDEFINED = "predefined"  # agent-level files plus a per-user USER.md
+
+
+class PromptMode(enum.StrEnum):
+    FULL = "full"  # main runs
+    MINIMAL = "minimal"  # sub-agents, cron, memory flush: AGENTS.md and TOOLS.md only
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFile:
+    name: str
+    content: str  # possibly truncated for the prompt
+    path: Path
+    truncated: bool = False
+
+
+def create_exclusive(path: Path, content: str) -> bool:
+    """Create ``path`` with ``content`` unless it exists; atomic and race-free across processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(content, encoding="utf-8")
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def truncate_for_prompt(name: str, text: str, max_chars: int) -> tuple[str, bool]:
+    """Keep the head (70%) and tail (20%) of a long file with a marker saying what was cut."""
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text, False
+    head, tail = int(max_chars * 0.7), int(max_chars * 0.2)
+    omitted = len(text) - head - tail
+    marker = (
+        f"\n\n[... {omitted} of {len(text)} characters of {name} truncated; "
+        f"use read_file to see all of it ...]\n\n"
+    )
+    return text[:head] + marker + (text[-tail:] if tail else ""), True
+
+
+class Workspaces:
+    """One agent's workspaces: resolution, first-chat seeding, context files for the prompt."""
+
+    def __init__(
+        self,
+        base: Path,
+        agent_id: str,
+        agent_type: AgentType | str = AgentType.OPEN,
+        *,
+        templates_dir: Path | None = None,
+        max_chars: int = CONTEXT_FILE_MAX_CHARS,
+    ) -> None:
+        self.base = base
+        self.agent_id = agent_id
+        self.agent_type = AgentType(agent_type)
+        self.templates_dir = templates_dir
+        self.max_chars = max_chars
+        self._seeded: set[Path] = set()  # in-process cache: the disk check runs once per dir
+        self._lock = threading.Lock()
+
+    def user_dir(self, user_id: str) -> Path:
+        return user_workspace(self.base, user_id)
+
+    def agent_dir(self) -> Path:
+        return agent_workspace(self.base, self.agent_id)
+
+    def template(self, name: str) -> str:
+        if self.templates_dir is not None:
+            custom = self.templates_dir / name
+            if custom.is_file():
+                return custom.read_text(encoding="utf-8")
+        return TEMPLATES[name]
+
+    def ensure_user_files(self, user_id: str) -> list[str]:
+        """Seed the user's (and for predefined agents the agent's) files; returns files created."""
+        created: list[str] = []
+        if self.agent_type is AgentType.PREDEFINED:
+            created += self._seed(self.agent_dir(), AGENT_LEVEL_FILES)
+            created += self._seed(self.user_dir(user_id), (USER_MD,))
+        else:
+            created += self._seed(self.user_dir(user_id), STANDARD_FILES)
+        return created
+
+    def _seed(self, directory: Path, names: Iterable[str]) -> list[str]:
+        with self._lock:
+            if directory in self._seeded:
+                return []
+        directory.mkdir(parents=True, exist_ok=True)
+        created: list[str] = []
+        if not (directory / SEED_MARKER).exists():
+            created = [n for n in names if create_exclusive(directory / n, self.template(n))]
+            create_exclusive(directory / SEED_MARKER, "")
+            if created:
+                log.info("workspace.seeded", directory=str(directory), files=created)
+        with self._lock:
+            self._seeded.add(directory)
+        return created
+
+    def context_files(
+        self, user_id: str, mode: PromptMode | str = PromptMode.FULL
+    ) -> list[ContextFile]:
+        """The files for the prompt, in a stable order; empty or missing files are skipped."""
+        wanted = (
+            MINIMAL_FILES
+            if PromptMode(mode) is PromptMode.MINIMAL
+            else STANDARD_FILES + EXTRA_FILES
+        )
+        user = self.user_dir(user_id)
+        files: list[ContextFile] = []
+        for name in wanted:
+            where = user
+            if self.agent_type is AgentType.PREDEFINED and name in AGENT_LEVEL_FILES:
+                where = self.agent_dir()
+            path = where / name
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                continue
+            if not text.strip():
+                continue
+            content, cut = truncate_for_prompt(name, text, self.max_chars)
+            files.append(ContextFile(name, content, path, cut))
+        return files

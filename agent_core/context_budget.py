@@ -1,0 +1,142 @@
+"""What the loop does to keep a run's request inside the context window.
+
+Before every model call (:meth:`ContextBudget.fit`): prune old tool results, compact mid-loop
+once per run when the request reaches the trigger share, and report when the request is still
+over budget after all that. After a call: calibrate the token counter with the provider's
+reported prompt tokens. After a run (:meth:`ContextBudget.after_run`): start post-run
+compaction (memory flush, then summary) in the background when the session is large.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from agent_core.bootstrap import PromptMode, Workspaces
+from agent_core.compaction import Compactor, NotCompacted, compact_messages, compact_session
+from agent_core.memory_flush import run_memory_flush
+from agent_core.messages import Message
+from agent_core.providers.base import Provider
+from agent_core.pruning import prune_context
+from agent_core.run import RunRequest
+from agent_core.settings import AgentSettings
+from agent_core.store import SessionStore
+from agent_core.tokens import TokenCounter, get_encoder
+
+log = structlog.get_logger(__name__)
+
+BUDGET_EXCEEDED_REPLY = (
+    "This conversation no longer fits in my context window (context budget exceeded), even "
+    "after trimming and summarizing it. Please start a new conversation with /reset, or ask "
+    "for a smaller piece of work."
+)
+
+
+@dataclass(slots=True)
+class FitResult:
+    messages: list[Message]
+    tokens: int
+    pruned: int = 0
+    compacted: bool = False
+    compaction_error: str | None = None
+    exceeded: bool = False
+
+
+class ContextBudget:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        provider: Provider,
+        store: SessionStore,
+        workspaces: Workspaces,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.store = store
+        self.workspaces = workspaces
+        self.compactor = Compactor(settings.compaction)
+        self._counters: dict[str, TokenCounter] = {}
+        self._flushed: dict[str, str | None] = {}  # session -> summary at its last flush
+
+    async def counter(self, model: str | None = None) -> TokenCounter:
+        """The counter for ``model`` (encoding loaded off the event loop the first time)."""
+        key = f"{self.provider.name}/{model or self.settings.model}"
+        if key not in self._counters:
+            encoder = await asyncio.to_thread(get_encoder, model or self.settings.model)
+            self._counters.setdefault(
+                key, TokenCounter(model or self.settings.model, encoder=encoder)
+            )
+        return self._counters[key]
+
+    @property
+    def limit(self) -> int:
+        """Tokens a request may use: the window minus what the answer may take."""
+        return max(self.settings.context_window - (self.settings.max_tokens or 0), 1)
+
+    async def fit(self, messages: list[Message], *, allow_compaction: bool) -> FitResult:
+        counter = await self.counter()
+        window = self.settings.context_window
+        pruned = prune_context(
+            messages, budget=window, count=counter.count, settings=self.settings.pruning
+        )
+        result = FitResult(pruned.messages, counter.count(pruned.messages))
+        result.pruned = pruned.soft_trimmed + pruned.hard_cleared
+        trigger = window * self.settings.compaction.trigger_share
+        if allow_compaction and self.settings.compaction.enabled and result.tokens >= trigger:
+            try:
+                result.messages = await compact_messages(
+                    result.messages, self.provider, self.settings.model, self.settings.compaction
+                )
+                result.compacted = True
+                result.tokens = counter.count(result.messages)
+            except (NotCompacted, TimeoutError) as exc:
+                result.compaction_error = str(exc) or type(exc).__name__
+                log.info("compaction.mid_loop_skipped", reason=result.compaction_error)
+        result.exceeded = result.tokens > self.limit
+        return result
+
+    async def calibrate(self, messages: Sequence[Message], prompt_tokens: int) -> None:
+        (await self.counter()).calibrate(messages, prompt_tokens)
+
+    async def after_run(
+        self, request: RunRequest, stored: Sequence[Message], summary: str | None
+    ) -> bool:
+        """Start post-run compaction when the session is over a threshold; True if started."""
+        counter = await self.counter()
+        tokens = counter.count(stored) + (counter.count_text(summary) if summary else 0)
+        if not self.compactor.should_compact(len(stored), tokens, self.settings.context_window):
+            return False
+        workspace = self.workspaces.user_dir(request.user_id)
+
+        async def flush(messages: list[Message]) -> None:
+            files = await asyncio.to_thread(
+                self.workspaces.context_files, request.user_id, PromptMode.MINIMAL
+            )
+            await run_memory_flush(
+                provider=self.provider,
+                settings=self.settings,
+                request=request,
+                workspace=workspace,
+                messages=messages,
+                files=files,
+            )
+
+        async def work() -> None:
+            await compact_session(
+                self.store,
+                request.session_key,
+                self.provider,
+                self.settings.model,
+                self.settings.compaction,
+                flush=flush,
+                flushed=self._flushed,
+            )
+
+        return self.compactor.try_start(request.session_key, work)
+
+    def workspace_for(self, user_id: str) -> Path:
+        return self.workspaces.user_dir(user_id)

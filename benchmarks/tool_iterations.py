@@ -1,0 +1,100 @@
+"""Tool-iteration benchmark: framework overhead per loop iteration beside the tools' own time.
+
+Each run makes 5 tool iterations of 4 parallel read-only tool calls, then answers, against an
+instant in-process provider and an in-memory store. Every tool sleeps ``--tool-ms``; the
+overhead of an iteration is its wall time minus the longest tool of its batch (the batch runs
+in parallel, so that is the time the tools themselves needed).
+
+    python benchmarks/tool_iterations.py [--runs 200] [--tool-ms 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_core import AgentSettings, Event, EventBus, EventType, Loop, MemoryStore, RunRequest
+from agent_core.testing import ScriptedProvider, call, reply, tool_calls
+from agent_core.tools import Tool, ToolContext, ToolRegistry
+from bot.logging_setup import configure_logging
+
+ITERATIONS = 5
+PARALLEL = 4
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def bench(runs: int, tool_ms: float, workdir: Path) -> None:
+    tool_time: dict[str, float] = {}  # call id -> seconds inside the tool
+
+    async def probe(args: dict[str, Any], ctx: ToolContext) -> str:
+        t0 = time.perf_counter()
+        await asyncio.sleep(tool_ms / 1000)
+        tool_time[str(args["id"])] = time.perf_counter() - t0
+        return "ok"
+
+    tools = ToolRegistry.of([Tool("probe", "p", {"type": "object"}, probe, read_only=True)])
+    bus = EventBus()
+    marks: list[tuple[str, int, float]] = []
+
+    async def on_event(event: Event) -> None:
+        if event.type is EventType.ACTIVITY and event.payload["phase"] == "thinking":
+            marks.append((event.run_id, int(event.payload["iteration"]), time.perf_counter()))
+
+    bus.subscribe(on_event)
+    store = MemoryStore()
+    overhead: list[float] = []
+    tools_only: list[float] = []
+    for n in range(runs):
+        script = [
+            tool_calls(*(call("probe", {"id": f"{n}-{i}-{k}"}) for k in range(PARALLEL)))
+            for i in range(ITERATIONS)
+        ]
+        provider = ScriptedProvider(*script, reply("done"))
+        loop = Loop(
+            AgentSettings(id="main", model="m", workspace=workdir),
+            provider,
+            tools,
+            store,
+            store,
+            bus,
+        )
+        marks.clear()
+        await loop.run(RunRequest(session_key=f"s{n % 20}", message="go", user_id="u"))
+        for i in range(ITERATIONS):
+            span = marks[i + 1][2] - marks[i][2]
+            slowest = max(tool_time[f"{n}-{i}-{k}"] for k in range(PARALLEL))
+            overhead.append((span - slowest) * 1000)
+            tools_only.append(slowest * 1000)
+    print(f"runs={runs} iterations/run={ITERATIONS} parallel tools/iteration={PARALLEL}")
+    print(
+        f"framework overhead per iteration: p50={statistics.median(overhead):.3f}ms "
+        f"p99={pct(overhead, 0.99):.3f}ms"
+    )
+    print(
+        f"tool time per iteration (slowest of the batch): "
+        f"p50={statistics.median(tools_only):.3f}ms "
+        f"p99={pct(tools_only, 0.99):.3f}ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--tool-ms", type=float, default=1.0)
+    args = parser.parse_args()
+    configure_logging("warning", "console")
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(bench(args.runs, args.tool_ms, Path(tmp)))
+
+
+if __name__ == "__main__":
+    main()

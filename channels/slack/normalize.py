@@ -1,0 +1,77 @@
+"""Pure helpers that turn Slack event payloads into the pieces of an InboundMessage."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from channels.types import ChatType
+
+# ``message`` subtypes that are a person saying something; every other subtype (joins, topic
+# changes, bot_message...) is not addressed to the agent.
+USER_SUBTYPES = frozenset({None, "file_share", "thread_broadcast", "me_message"})
+EDIT_SUBTYPES = frozenset({"message_changed", "message_deleted"})
+
+# The bot's status emoji (bot/reactions.py) by their Slack names.
+SLACK_EMOJI: dict[str, str] = {
+    "👀": "eyes",
+    "🤔": "thinking_face",
+    "👨‍💻": "male-technologist",
+    "👍": "+1",
+    "😢": "cry",
+    "✅": "white_check_mark",
+    "❌": "x",
+}
+TERMINAL_EMOJI = frozenset({"👍", "😢", "✅", "❌"})
+
+
+def slack_emoji_name(emoji: str) -> str:
+    """``👀`` → ``eyes``; a name (``eyes`` or ``:eyes:``) is passed through."""
+    return SLACK_EMOJI.get(emoji, emoji.strip(":"))
+
+
+def chat_type_of(event: dict[str, Any], channel_id: str) -> ChatType:
+    kind = event.get("channel_type")
+    if kind == "im" or (kind is None and channel_id.startswith("D")):
+        return ChatType.DIRECT
+    return ChatType.GROUP  # channel, group (private channel), mpim (group DM)
+
+
+def mentions(text: str, user_id: str) -> bool:
+    return bool(user_id) and f"<@{user_id}" in text
+
+
+def strip_mention(text: str, user_id: str) -> str:
+    """Remove the bot's own ``<@U…>`` tokens so ``@bot /stop`` reads as ``/stop``."""
+    if not user_id:
+        return text.strip()
+    cleaned = re.sub(rf"<@{re.escape(user_id)}(?:\|[^>]*)?>:?", " ", text)
+    return re.sub(r"[ \t]{2,}", " ", cleaned).strip()
+
+
+def file_notes(event: dict[str, Any]) -> list[str]:
+    """A clear note per attached file: the agent can't open Slack files (yet)."""
+    notes = []
+    for f in event.get("files") or []:
+        if not isinstance(f, dict):
+            continue
+        name = f.get("name") or f.get("title") or "a file"
+        kind = f.get("mimetype") or f.get("filetype") or "unknown type"
+        notes.append(f"[The user attached a file that can't be read here: {name} ({kind})]")
+    return notes
+
+
+def message_text(event: dict[str, Any], bot_user_id: str) -> str:
+    parts = [strip_mention(str(event.get("text") or ""), bot_user_id), *file_notes(event)]
+    return "\n".join(part for part in parts if part)
+
+
+def is_from_bot(event: dict[str, Any], bot_user_id: str, bot_id: str) -> bool:
+    """Our own posts and every other bot's: bots answering bots loop forever."""
+    return bool(
+        event.get("bot_id")
+        or event.get("subtype") == "bot_message"
+        or event.get("bot_profile")
+        or (bot_user_id and event.get("user") == bot_user_id)
+        or (bot_id and event.get("bot_id") == bot_id)
+    )

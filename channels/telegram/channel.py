@@ -1,0 +1,433 @@
+"""The Telegram adapter: long polling or webhook in, Bot API calls out (python-telegram-bot).
+
+Every request goes to ``{api_base_url}/bot{token}/{method}``, so a self-hosted Bot API server or
+a test fake works the same as api.telegram.org.
+
+Sending (``send_text``) is where Telegram's rules live:
+
+- pacing with token buckets (:mod:`channels.telegram.ratelimit`) before each message;
+- 429: the chat is put on hold for ``retry_after`` and :class:`~channels.errors.RetryAfter` is
+  raised, so the caller waits and resends (Telegram did not take the message: no duplicate);
+- 5xx and connection failures: retried here with backoff, because Telegram did not take the
+  message either; a timeout is *not* retried (the message may have arrived);
+- "can't parse entities": resent once as plain text, so the message still arrives;
+- "message is too long" (Telegram counts UTF-16 units, we count characters): re-split smaller;
+- a group that became a supergroup: the new chat id is remembered and the send repeated there;
+- 403 (blocked by the user, kicked): logged and raised, never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from telegram import Bot, BotCommand, Message, ReactionTypeEmoji, ReplyParameters, Update
+from telegram.constants import ParseMode
+from telegram.request import HTTPXRequest
+
+from channels.errors import BadRequest, ChannelError, Forbidden, RetryAfter
+from channels.protocol import InboundHandler, SeenStore, StateStore
+from channels.telegram.errors import (
+    ChatMigrated,
+    TelegramTimedOut,
+    TelegramUnavailable,
+    translate_telegram_errors,
+)
+from channels.telegram.normalize import BotIdentity, Skipped, normalize_update
+from channels.telegram.ratelimit import RateLimits, SendPacer
+from channels.types import Capabilities, ChatRef, ChatType, MessageRef
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+WEBHOOK_PATH = "/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+OFFSET_KEY = "polling_offset"
+MAX_TEXT_UNITS = 4096  # Telegram's limit, in UTF-16 code units of the text after parsing
+SEND_ATTEMPTS = 3
+ADMIN_CACHE_SECONDS = 60.0
+COMMANDS = (
+    ("stop", "Stop the answer in progress"),
+    ("stopall", "Stop everything in this chat and drop queued messages"),
+    ("reset", "Start a new conversation"),
+    ("help", "What I can do"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramOptions:
+    """The adapter's settings (the bot maps ``channels.telegram.*`` onto these)."""
+
+    token: str
+    api_base_url: str = "https://api.telegram.org"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str = ""
+    webhook_secret: str = ""
+    allowed_updates: tuple[str, ...] = ("message",)
+    polling_timeout: int = 30
+    """Seconds one ``getUpdates`` long poll waits for updates."""
+    rate_limits: RateLimits | None = field(default_factory=RateLimits)
+    """``None`` turns pacing off (self-hosted Bot API servers, benchmarks)."""
+    reactions: bool = True
+    reply_context_chars: int = 500
+    retry_backoff: float = 0.5
+    """First delay before retrying a 5xx/network failure; doubles each time."""
+    name: str = "telegram"
+
+
+class TelegramChannel:
+    webhook_path = WEBHOOK_PATH
+
+    def __init__(
+        self,
+        options: TelegramOptions,
+        *,
+        state: StateStore,
+        seen: SeenStore,
+        bot: Bot | None = None,
+    ) -> None:
+        self.options = options
+        self.name = options.name
+        self.capabilities = Capabilities(
+            max_chars=4000,  # Telegram allows 4096; the margin absorbs counting differences
+            formatting="html",
+            typing=True,
+            reactions=options.reactions,
+            threads=True,
+        )
+        self._state = state
+        self._seen = seen
+        base = options.api_base_url.rstrip("/")
+        self.bot = bot or Bot(
+            options.token,
+            base_url=f"{base}/bot",
+            base_file_url=f"{base}/file/bot",
+            request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=10.0),
+        )
+        self.pacer = SendPacer(options.rate_limits)
+        self.me: BotIdentity | None = None
+        self._handler: InboundHandler | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._migrated: dict[str, str] = {}
+        self._admins: dict[str, tuple[float, frozenset[str]]] = {}
+        self._initialized = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, on_message: InboundHandler) -> None:
+        with translate_telegram_errors():
+            await self.bot.initialize()  # getMe
+        self._initialized = True
+        self.me = BotIdentity(self.bot.id, self.bot.username)
+        self._handler = on_message
+        await self._register_commands()
+        allowed = list(self.options.allowed_updates)
+        with translate_telegram_errors():
+            if self.options.mode == "webhook":
+                await self.bot.set_webhook(
+                    self.options.webhook_url,
+                    secret_token=self.options.webhook_secret,
+                    allowed_updates=allowed,
+                )
+            else:
+                # getUpdates is refused while a webhook is set.
+                await self.bot.delete_webhook(drop_pending_updates=False)
+        if self.options.mode == "polling":
+            self._poller = asyncio.create_task(self._poll(), name="telegram:poll")
+        log.info("telegram.started", mode=self.options.mode, bot=self.me.username)
+
+    async def stop(self) -> None:
+        self._handler = None
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+            with suppress(asyncio.CancelledError):
+                await poller
+        if self._tasks:
+            # Updates already acknowledged are handed over (they only enqueue work).
+            await asyncio.wait(list(self._tasks), timeout=5.0)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._initialized:
+            self._initialized = False
+            with suppress(Exception):
+                await self.bot.shutdown()
+
+    async def _register_commands(self) -> None:
+        try:
+            with translate_telegram_errors():
+                await self.bot.set_my_commands([BotCommand(c, d) for c, d in COMMANDS])
+        except ChannelError as exc:
+            log.warning("telegram.set_commands_failed", error=str(exc))
+
+    # -- receiving -------------------------------------------------------------------------
+
+    async def _poll(self) -> None:
+        stored = await self._state.get(self.name, OFFSET_KEY)
+        offset = int(stored) if stored else None
+        delay = self.options.retry_backoff
+        while True:
+            try:
+                with translate_telegram_errors():
+                    updates = await self.bot.get_updates(
+                        offset=offset,
+                        timeout=self.options.polling_timeout,
+                        allowed_updates=list(self.options.allowed_updates),
+                    )
+            except RetryAfter as exc:
+                await asyncio.sleep(exc.retry_after)
+                continue
+            except ChannelError as exc:
+                log.warning("telegram.poll_failed", error=str(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            delay = self.options.retry_backoff
+            for update in updates:
+                await self._process(update)
+                offset = update.update_id + 1
+                # Persisted per update: a restart resumes after the last handled one.
+                await self._state.set(self.name, OFFSET_KEY, str(offset))
+
+    async def handle_webhook(self, request: Request) -> Response:
+        """Check the secret, acknowledge at once, process the update in the background."""
+        given = request.headers.get(SECRET_HEADER, "")
+        if not secrets.compare_digest(given.encode(), self.options.webhook_secret.encode()):
+            log.warning("telegram.webhook_rejected", reason="bad_secret")
+            return JSONResponse({"ok": False, "error": "unauthorized"}, status_code=401)
+        if self._handler is None:
+            return JSONResponse({"ok": False, "error": "not started"}, status_code=503)
+        try:
+            data = json.loads(await request.body())
+            if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+                raise ValueError("no update_id")
+        except ValueError:
+            return JSONResponse({"ok": False, "error": "not a Telegram update"}, status_code=400)
+        task = asyncio.create_task(self._process_raw(data), name=f"telegram:{data['update_id']}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return JSONResponse({"ok": True})
+
+    async def _process_raw(self, data: dict[str, object]) -> None:
+        try:
+            update = Update.de_json(data, self.bot)
+        except Exception as exc:
+            log.warning("telegram.bad_update", error=str(exc))
+            return
+        await self._process(update)
+
+    async def _process(self, update: Update) -> None:
+        """Normalize and hand over one update; never raises (one bad update can't stop intake)."""
+        handler, me = self._handler, self.me
+        if handler is None or me is None:
+            return
+        try:
+            if await self._seen.seen(f"{self.name}:update:{update.update_id}"):
+                log.info("inbound.skipped", channel=self.name, reason="duplicate_update")
+                return
+            result = normalize_update(
+                update,
+                me,
+                channel=self.name,
+                reply_context_chars=self.options.reply_context_chars,
+            )
+            if isinstance(result, Skipped):
+                if result.migrate_to_chat_id is not None:
+                    await self._remember_migration(result.chat_id, str(result.migrate_to_chat_id))
+                log.info(
+                    "inbound.skipped", channel=self.name, reason=result.reason, chat=result.chat_id
+                )
+                return
+            await handler(result)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("telegram.update_failed", update_id=update.update_id)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def send_text(
+        self, chat: ChatRef, text: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        refs = await self._send(chat, text, reply_to, ParseMode.HTML)
+        return refs[0]
+
+    async def _send(
+        self, chat: ChatRef, text: str, reply_to: str | None, parse_mode: str | None
+    ) -> list[MessageRef]:
+        chat_id = await self._chat_id(chat.chat_id)
+        try:
+            message = await self._send_once(chat, chat_id, text, reply_to, parse_mode)
+        except ChatMigrated as exc:
+            await self._remember_migration(chat_id, str(exc.new_chat_id))
+            message = await self._send_once(chat, str(exc.new_chat_id), text, reply_to, parse_mode)
+        except BadRequest as exc:
+            reason = str(exc).lower()
+            if parse_mode is not None and "can't parse entities" in reason:
+                log.warning("telegram.html_rejected", chat=chat_id, error=str(exc))
+                return await self._send(chat, html_to_plain(text), reply_to, None)
+            if "message is too long" in reason:
+                return await self._send_smaller(chat, text, reply_to, parse_mode)
+            raise
+        except Forbidden as exc:
+            log.warning("telegram.forbidden", chat=chat_id, error=str(exc))
+            raise
+        return [MessageRef(chat, str(message.message_id))]
+
+    async def _send_smaller(
+        self, chat: ChatRef, text: str, reply_to: str | None, parse_mode: str | None
+    ) -> list[MessageRef]:
+        # Cutting HTML could split a tag: the pieces go out as plain text, split on lines.
+        plain = html_to_plain(text) if parse_mode else text
+        pieces = split_units(plain, MAX_TEXT_UNITS // 2) if len(plain) > 1 else [plain]
+        log.warning("telegram.too_long_resplit", chat=chat.chat_id, pieces=len(pieces))
+        refs: list[MessageRef] = []
+        for index, piece in enumerate(pieces):
+            refs += await self._send(chat, piece, reply_to if index == 0 else None, None)
+        return refs
+
+    async def _send_once(
+        self,
+        chat: ChatRef,
+        chat_id: str,
+        text: str,
+        reply_to: str | None,
+        parse_mode: str | None,
+    ) -> Message:
+        await self.pacer.acquire(chat_id, group=chat.chat_type is ChatType.GROUP)
+        reply = (
+            ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+            if reply_to and reply_to.isdigit()
+            else None
+        )
+
+        async def call() -> Message:
+            return await self.bot.send_message(
+                chat_id,
+                text,
+                parse_mode=parse_mode,
+                message_thread_id=int(chat.thread_id) if chat.thread_id else None,
+                reply_parameters=reply,
+            )
+
+        try:
+            return await self._retrying(call, retry_timeouts=False)
+        except RetryAfter as exc:
+            self.pacer.hold(chat_id, exc.retry_after)
+            log.info("telegram.rate_limited", chat=chat_id, retry_after=exc.retry_after)
+            raise
+
+    async def _retrying(
+        self, call: Callable[[], Awaitable[T]], *, retry_timeouts: bool = True
+    ) -> T:
+        """Retry 5xx/connection failures with exponential backoff (Telegram didn't act)."""
+        delay = self.options.retry_backoff
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            try:
+                with translate_telegram_errors():
+                    return await call()
+            except TelegramUnavailable as exc:
+                if attempt == SEND_ATTEMPTS or (
+                    isinstance(exc, TelegramTimedOut) and not retry_timeouts
+                ):
+                    raise
+                log.info("telegram.retrying", error=str(exc), attempt=attempt, wait=delay)
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    async def set_typing(self, chat: ChatRef) -> None:
+        chat_id = await self._chat_id(chat.chat_id)
+        with translate_telegram_errors():
+            await self.bot.send_chat_action(
+                chat_id,
+                "typing",
+                message_thread_id=int(chat.thread_id) if chat.thread_id else None,
+            )
+
+    async def add_reaction(self, message: MessageRef, emoji: str) -> None:
+        # setMessageReaction replaces the bot's reaction: one status emoji at a time.
+        chat_id = await self._chat_id(message.chat.chat_id)
+        with translate_telegram_errors():
+            await self.bot.set_message_reaction(
+                chat_id, int(message.message_id), [ReactionTypeEmoji(emoji)]
+            )
+
+    async def remove_reaction(self, message: MessageRef, emoji: str) -> None:
+        chat_id = await self._chat_id(message.chat.chat_id)
+        with translate_telegram_errors():
+            await self.bot.set_message_reaction(chat_id, int(message.message_id), [])
+
+    async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
+        if chat.chat_type is ChatType.DIRECT:
+            return True
+        chat_id = await self._chat_id(chat.chat_id)
+        cached = self._admins.get(chat_id)
+        now = time.monotonic()
+        if cached is None or now - cached[0] > ADMIN_CACHE_SECONDS:
+            with translate_telegram_errors():
+                members = await self.bot.get_chat_administrators(chat_id)
+            cached = (now, frozenset(str(m.user.id) for m in members))
+            self._admins[chat_id] = cached
+        return user_id in cached[1]
+
+    # -- group → supergroup migration -------------------------------------------------------
+
+    async def _chat_id(self, chat_id: str) -> str:
+        if chat_id in self._migrated:
+            return self._migrated[chat_id]
+        if chat_id.startswith("-") and not chat_id.startswith("-100"):  # only basic groups move
+            new = await self._state.get(self.name, f"migrated:{chat_id}")
+            if new:
+                self._migrated[chat_id] = new
+                return new
+        return chat_id
+
+    async def _remember_migration(self, old: str, new: str) -> None:
+        log.info("telegram.chat_migrated", old=old, new=new)
+        self._migrated[old] = new
+        await self._state.set(self.name, f"migrated:{old}", new)
+
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def html_to_plain(text: str) -> str:
+    """Telegram HTML → the text a reader would see (tags dropped, entities decoded)."""
+    return html.unescape(_TAG.sub("", text))
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def split_units(text: str, limit: int) -> list[str]:
+    """Split ``text`` into pieces of at most ``limit`` UTF-16 units, preferring line breaks."""
+    pieces: list[str] = []
+    rest = text
+    while utf16_len(rest) > limit:
+        cut = len(rest)
+        while utf16_len(rest[:cut]) > limit:
+            cut = max(1, cut * limit // max(1, utf16_len(rest[:cut])) - 1)
+        newline = rest.rfind("\n", 0, cut)
+        space = rest.rfind(" ", 0, cut)
+        point = newline if newline > cut // 2 else space if space > cut // 2 else cut
+        pieces.append(rest[:point])
+        rest = rest[point:].lstrip("\n ")
+    if rest:
+        pieces.append(rest)
+    return pieces

@@ -1,0 +1,304 @@
+"""The Zalo channel: receives by long polling or webhook, normalizes, sends plain text.
+
+Zalo has no reactions, edits, threads or replies-to-message: :attr:`ZaloChannel.capabilities`
+says so and the pipeline adapts (reaction calls are no-ops here, ``reply_to`` is ignored).
+Both transports feed one path, :meth:`ZaloChannel._dispatch`: skip what is not a user message,
+drop what was already seen (persistent, so a restart or a webhook redelivery is not a replay),
+normalize, hand to the bot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from channels.errors import ChannelError, RetryAfter
+from channels.protocol import InboundHandler, SeenStore
+from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
+from channels.zalo.client import ZaloBotClient
+from channels.zalo.errors import ZaloPollIdle, ZaloTokenInvalid
+from channels.zalo.types import BotInfo, ZaloEvent, ZaloMessage, ZaloUpdate, parse_updates
+
+log = structlog.get_logger(__name__)
+
+WEBHOOK_PATH = "/zalo/webhook"
+SECRET_HEADER = "x-bot-api-secret-token"
+MAX_WEBHOOK_BODY = 256 * 1024
+CAPABILITIES = Capabilities(
+    max_chars=2000, formatting="plain", typing=True, reactions=False, threads=False, edits=False
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ZaloSettings:
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str = ""
+    webhook_secret: str = ""
+    poll_timeout: int = 30
+    """Seconds one ``getUpdates`` long poll may wait for an event."""
+    backoff_initial: float = 1.0
+    backoff_max: float = 60.0
+    group_delivery: Literal["all", "addressed_only"] = "all"
+    """``all``: Zalo delivers every group message and we look for a mention or a reply to the bot.
+    ``addressed_only``: Zalo delivers only messages addressed to the bot, so each one counts."""
+    mention_names: tuple[str, ...] = ()
+    """Names that address the bot as ``@name`` in groups, besides those ``getMe`` returns."""
+
+
+class ZaloChannel:
+    name = "zalo"
+    capabilities = CAPABILITIES
+
+    def __init__(self, client: ZaloBotClient, settings: ZaloSettings, seen: SeenStore) -> None:
+        self.client = client
+        self.settings = settings
+        self.seen = seen
+        # The bot's server routes POST {webhook_path} here; in polling mode nothing matches.
+        self.webhook_path = WEBHOOK_PATH if settings.mode == "webhook" else ""
+        self.bot: BotInfo | None = None
+        self._handler: InboundHandler | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, on_message: InboundHandler) -> None:
+        self._handler = on_message
+        # Network set-up runs in the background: a Zalo outage must not stop the other channels.
+        self._runner = asyncio.create_task(self._run(), name="zalo:runner")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._runner, *self._tasks) if t is not None]
+        self._runner = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with suppress(asyncio.CancelledError):
+                await task
+        self._handler = None
+        await self.client.aclose()
+
+    async def _run(self) -> None:
+        await self._learn_identity()
+        if self.settings.mode == "webhook":
+            await self._until_done("setWebhook", self._set_webhook)
+        else:
+            await self._until_done("deleteWebhook", self._leave_webhook)
+            await self._poll_forever()
+
+    async def _learn_identity(self) -> None:
+        try:
+            self.bot = await self.client.get_me()
+            log.info("zalo.connected", bot_id=self.bot.id, account=self.bot.account_name)
+        except ZaloTokenInvalid as exc:
+            log.error("zalo.token_invalid", error=str(exc), fix="check channels.zalo.token")
+        except Exception as exc:
+            log.warning("zalo.get_me_failed", error=str(exc))
+
+    async def _set_webhook(self) -> None:
+        info = await self.client.set_webhook(
+            self.settings.webhook_url, self.settings.webhook_secret
+        )
+        log.info("zalo.webhook_set", url=info.url or self.settings.webhook_url)
+
+    async def _leave_webhook(self) -> None:
+        # getUpdates returns nothing while a webhook is set; the config asks for polling.
+        info = await self.client.get_webhook_info()
+        if info.url:
+            log.warning("zalo.webhook_deleted_for_polling", url=info.url)
+            await self.client.delete_webhook()
+
+    async def _until_done(self, what: str, step: Callable[[], Awaitable[None]]) -> None:
+        failures = 0
+        while True:
+            try:
+                await step()
+                return
+            except Exception as exc:
+                await self._back_off(what, exc, failures)
+                failures += 1
+
+    async def _poll_forever(self) -> None:
+        failures = 0
+        while True:
+            try:
+                updates = await self.client.get_updates(self.settings.poll_timeout)
+            except ZaloPollIdle:
+                failures = 0  # the normal end of an idle long poll
+                continue
+            except Exception as exc:
+                await self._back_off("getUpdates", exc, failures)
+                failures += 1
+                continue
+            failures = 0
+            for update in updates:
+                await self._dispatch(update)
+
+    def backoff_delay(self, failures: int) -> float:
+        """Doubling delay after consecutive failures, capped (no jitter: one poller per bot)."""
+        s = self.settings
+        return float(min(s.backoff_max, s.backoff_initial * 2 ** min(failures, 30)))
+
+    async def _back_off(self, what: str, exc: BaseException, failures: int) -> None:
+        delay = self.backoff_delay(failures)
+        if isinstance(exc, RetryAfter):
+            delay = max(delay, exc.retry_after)
+        if isinstance(exc, ZaloTokenInvalid):
+            # Logged every time, on purpose: the bot is deaf until someone fixes the token.
+            log.error(
+                "zalo.token_invalid",
+                method=what,
+                error=str(exc),
+                retry_in=delay,
+                fix="check channels.zalo.token",
+            )
+        elif isinstance(exc, ChannelError):
+            log.warning("zalo.call_failed", method=what, error=str(exc), retry_in=delay)
+        else:
+            log.error("zalo.call_failed", method=what, error=repr(exc), retry_in=delay)
+        await asyncio.sleep(delay)
+
+    # -- inbound ---------------------------------------------------------------------------
+
+    async def handle_webhook(self, request: Request) -> Response:
+        if self.settings.mode != "webhook":
+            return JSONResponse({"ok": False, "description": "webhook mode is off"}, 404)
+        given = request.headers.get(SECRET_HEADER, "")
+        if not secrets.compare_digest(given.encode(), self.settings.webhook_secret.encode()):
+            log.warning("zalo.webhook_unauthorized", client=request.client and request.client.host)
+            return JSONResponse({"ok": False, "description": "unauthorized"}, 401)
+        body = await request.body()
+        if len(body) > MAX_WEBHOOK_BODY:
+            return JSONResponse({"ok": False, "description": "body too large"}, 413)
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return JSONResponse({"ok": False, "description": "invalid JSON"}, 400)
+        for update in parse_updates(data):
+            # Acknowledge now, work later: a slow run must never make Zalo redeliver.
+            task = asyncio.create_task(self._dispatch(update), name="zalo:webhook")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return JSONResponse({"ok": True})
+
+    async def _dispatch(self, update: ZaloUpdate) -> None:
+        msg = update.message
+        if msg is None or msg.sender.is_bot or self._handler is None:
+            log.info("zalo.event_ignored", event=update.event_name)
+            return
+        message_id = msg.message_id or _synthetic_id(update)
+        try:
+            if await self.seen.seen(f"zalo:event:{msg.chat_id}:{message_id}"):
+                log.info("zalo.duplicate", message_id=message_id)
+                return
+            await self._handler(self._normalize(update, msg, message_id))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("zalo.dispatch_failed", message_id=message_id, event=update.event_name)
+
+    def _normalize(self, update: ZaloUpdate, msg: ZaloMessage, message_id: str) -> InboundMessage:
+        group = msg.chat_type == "GROUP"
+        chat = ChatRef(self.name, msg.chat_id, ChatType.GROUP if group else ChatType.DIRECT)
+        text = content_text(update.event_name, msg)
+        addressed = True
+        if group:
+            mentioned, text = self._strip_mention(text, msg)
+            replied = self.bot is not None and msg.reply_to_sender_id == self.bot.id
+            addressed = (
+                self.settings.group_delivery == "addressed_only" or mentioned or bool(replied)
+            )
+        metadata = {"event_name": update.event_name}
+        if self.bot and self.bot.account_name:
+            metadata["bot_username"] = self.bot.account_name
+        received = datetime.fromtimestamp(msg.date / 1000, UTC) if msg.date else datetime.now(UTC)
+        return InboundMessage(
+            chat=chat,
+            message_id=message_id,
+            sender=Sender(msg.sender.id, msg.sender.display_name),
+            text=text,
+            addressed=addressed,
+            received_at=received,
+            metadata=metadata,
+        )
+
+    def _names(self) -> list[str]:
+        names = list(self.settings.mention_names)
+        if self.bot is not None:
+            names += [self.bot.display_name, self.bot.account_name]
+        return sorted({n.strip().lstrip("@") for n in names if n.strip()}, key=len, reverse=True)
+
+    def _strip_mention(self, text: str, msg: ZaloMessage) -> tuple[bool, str]:
+        """Whether the bot is @mentioned; a leading mention is removed so ``@Bot /stop`` works."""
+        mentioned = self.bot is not None and bool(self.bot.id) and self.bot.id in msg.mention_ids
+        for name in self._names():
+            pattern = re.compile(rf"(?<!\w)@{re.escape(name)}(?!\w)", re.IGNORECASE)
+            if pattern.search(text):
+                mentioned = True
+                lead = re.compile(rf"^\s*@{re.escape(name)}(?!\w)[\s,:]*", re.IGNORECASE)
+                text = lead.sub("", text, count=1)
+                break
+        return mentioned, text
+
+    # -- outbound --------------------------------------------------------------------------
+
+    async def send_text(
+        self, chat: ChatRef, text: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        # Zalo has no reply-to-message; the chunk goes to the chat.
+        sent = await self.client.send_message(chat.chat_id, text)
+        return MessageRef(chat, sent.message_id)
+
+    async def set_typing(self, chat: ChatRef) -> None:
+        await self.client.send_chat_action(chat.chat_id, "typing")
+
+    async def add_reaction(self, message: MessageRef, emoji: str) -> None:
+        """Zalo bots can't react; ``capabilities.reactions`` is False so this is never needed."""
+
+    async def remove_reaction(self, message: MessageRef, emoji: str) -> None:
+        """See :meth:`add_reaction`."""
+
+    async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
+        # The Bot API has no chat-member lookup: only configured admins count.
+        return False
+
+
+def content_text(event_name: str, msg: ZaloMessage) -> str:
+    """The message as text for the model; non-text content becomes a clear note."""
+    if event_name == ZaloEvent.TEXT:
+        return msg.text or ""
+    if event_name == ZaloEvent.IMAGE:
+        where = f": {msg.photo}" if msg.photo else ""
+        note = f"[The user sent an image{where}. You can't see images here.]"
+        caption = msg.caption or msg.text
+        return f"{note}\n{caption}" if caption else note
+    if event_name == ZaloEvent.STICKER:
+        where = f" ({msg.url})" if msg.url else ""
+        return f"[The user sent a sticker{where}.]"
+    if event_name == ZaloEvent.VOICE:
+        return "[The user sent a voice message. You can't listen to audio here.]"
+    if event_name == ZaloEvent.UNSUPPORTED:
+        return (
+            "[The user sent a message whose content Zalo does not share with bots. "
+            "If you need it, ask them to write it as text.]"
+        )
+    kind = event_name.removeprefix("message.").removesuffix(".received") or event_name
+    return f"[The user sent a kind of message this bot can't read ({kind}).]"
+
+
+def _synthetic_id(update: ZaloUpdate) -> str:
+    # No message_id: hash the event so a redelivery of the same event still dedupes.
+    raw = json.dumps(update.raw, sort_keys=True, ensure_ascii=False, default=str)
+    return "sha256-" + hashlib.sha256(raw.encode()).hexdigest()[:32]

@@ -1,0 +1,488 @@
+"""A real-HTTP fake of the Slack Web API and Socket Mode, plus an Events API sender, for tests.
+
+It listens on 127.0.0.1 (a free port) inside the test's event loop; the real slack_sdk /
+slack-bolt clients talk to it through ``base_url``::
+
+    async with FakeSlack() as slack:
+        slack.fail("chat.postMessage", status=429, retry_after=1)   # next call only
+        ... start the bot with api_base_url=slack.base_url ...
+        await slack.push_event(message_event("hi", channel="D1"))   # over Socket Mode
+        await slack.wait_for(lambda: slack.posts)
+        assert slack.posts[0].channel == "D1"
+
+Web API methods: auth.test, chat.postMessage, reactions.add/remove (``already_reacted`` /
+``no_reaction``), assistant.threads.setStatus, conversations.replies/info, users.info and
+apps.connections.open, which hands out ``ws://127.0.0.1:<port>/socket-mode``. A bot token other
+than ``bot_token`` gets ``invalid_auth`` (so does every token after :meth:`revoke`).
+
+:class:`EventSender` signs Events API requests (v0 HMAC) with the app's signing secret, or
+forges / backdates them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import urllib.parse
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+__all__ = [
+    "ApiCall",
+    "EventSender",
+    "FakeSlack",
+    "Post",
+    "app_mention_event",
+    "event_callback",
+    "message_event",
+    "next_ts",
+]
+
+_ts_counter = itertools.count(1)
+_event_counter = itertools.count(1)
+
+
+def next_ts() -> str:
+    """A unique Slack message timestamp."""
+    return f"{int(time.time())}.{next(_ts_counter):06d}"
+
+
+def message_event(
+    text: str,
+    *,
+    user: str = "UALICE",
+    channel: str = "C1",
+    channel_type: str | None = None,
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    kind = channel_type or ("im" if channel.startswith("D") else "channel")
+    event: dict[str, Any] = {
+        "type": "message",
+        "channel": channel,
+        "channel_type": kind,
+        "user": user,
+        "text": text,
+        "ts": ts or next_ts(),
+        "event_ts": ts or next_ts(),
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    event.update(extra)
+    return event
+
+
+def app_mention_event(message: dict[str, Any]) -> dict[str, Any]:
+    """The ``app_mention`` Slack sends alongside ``message`` for the same post."""
+    event = {k: v for k, v in message.items() if k != "channel_type"}
+    event["type"] = "app_mention"
+    return event
+
+
+def event_callback(
+    event: dict[str, Any], *, event_id: str | None = None, team: str = "T1"
+) -> dict[str, Any]:
+    return {
+        "token": "legacy-verification-token",
+        "team_id": team,
+        "api_app_id": "A1",
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{next(_event_counter):08d}",
+        "event_time": int(time.time()),
+        "authorizations": [
+            {"team_id": team, "user_id": "UBOT", "is_bot": True, "is_enterprise_install": False}
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    method: str
+    args: dict[str, Any]
+    token: str
+    at: float  # time.monotonic()
+
+
+@dataclass(frozen=True)
+class Post:
+    channel: str
+    text: str
+    thread_ts: str | None
+    ts: str
+
+
+@dataclass
+class _Failure:
+    status: int
+    error: str
+    retry_after: float | None = None
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class FakeSlack:
+    bot_token: str = "xoxb-test"
+    app_token: str = "xapp-test"
+    signing_secret: str = "s3cr3t"
+    bot_user_id: str = "UBOT"
+    bot_id: str = "BBOT"
+    team_id: str = "T1"
+    calls: list[ApiCall] = field(default_factory=list)
+    posts: list[Post] = field(default_factory=list)
+    reactions: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    reaction_log: list[tuple[str, str, str, str]] = field(default_factory=list)
+    statuses: dict[tuple[str, str], str] = field(default_factory=dict)
+    status_log: list[tuple[str, str, str]] = field(default_factory=list)
+    threads: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    acks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    socket_connections: int = 0
+    revoked: bool = False
+
+    def __post_init__(self) -> None:
+        self._failures: dict[str, deque[_Failure]] = {}
+        self._changed = asyncio.Event()
+        self._socket: WebSocket | None = None
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._port: int | None = None
+
+    # -- control ---------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("FakeSlack is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def fail(
+        self, method: str, *, status: int = 200, error: str = "", retry_after: float | None = None
+    ) -> None:
+        """Make the next call of ``method`` fail (queue several by calling again)."""
+        default = "ratelimited" if status == 429 else "internal_error" if status >= 500 else ""
+        self._failures.setdefault(method, deque()).append(
+            _Failure(status, error or default or "fatal_error", retry_after)
+        )
+
+    def revoke(self) -> None:
+        """Every later call answers ``token_revoked``."""
+        self.revoked = True
+
+    def calls_of(self, method: str) -> list[ApiCall]:
+        return [c for c in self.calls if c.method == method]
+
+    def add_thread(self, channel: str, messages: list[dict[str, Any]]) -> str:
+        """Seed a thread (for conversations.replies); returns the parent ts."""
+        parent = str(messages[0]["ts"])
+        self.threads[(channel, parent)] = [dict(m) for m in messages]
+        return parent
+
+    async def wait_for(self, predicate: Callable[[], object], timeout: float = 10) -> None:
+        async def loop() -> None:
+            while not predicate():
+                self._changed.clear()
+                # Also re-check now and then: some conditions change on the client side only.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), 0.05)
+
+        await asyncio.wait_for(loop(), timeout)
+
+    def _notify(self) -> None:
+        self._changed.set()
+
+    # -- Socket Mode -------------------------------------------------------------------------
+
+    async def push(self, payload: dict[str, Any], *, kind: str = "events_api") -> str:
+        """Send one Socket Mode envelope on the open socket; returns its envelope_id."""
+        await self.wait_for(lambda: self._socket is not None)
+        assert self._socket is not None
+        envelope_id = f"env-{next(_event_counter)}"
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": kind,
+            "payload": payload,
+            "accepts_response_payload": kind != "events_api",
+            "retry_attempt": 0,
+            "retry_reason": "",
+        }
+        await self._socket.send_text(json.dumps(envelope))
+        return envelope_id
+
+    async def push_event(self, event: dict[str, Any], **kw: Any) -> str:
+        return await self.push(event_callback(event, **kw))
+
+    async def drop_socket(self) -> None:
+        """Close the current socket from the server side, as Slack does on a refresh."""
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            with contextlib.suppress(Exception):
+                await socket.close(code=1001)
+
+    async def _socket_endpoint(self, ws: WebSocket) -> None:
+        await ws.accept()
+        self._socket = ws
+        self.socket_connections += 1
+        self._notify()
+        await ws.send_text(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "num_connections": 1,
+                    "debug_info": {"host": "fake", "approximate_connection_time": 3600},
+                    "connection_info": {"app_id": "A1"},
+                }
+            )
+        )
+        try:
+            while True:
+                raw = await ws.receive_text()
+                data = json.loads(raw)
+                if isinstance(data, dict) and "envelope_id" in data:
+                    self.acks[str(data["envelope_id"])] = data
+                    self._notify()
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            if self._socket is ws:
+                self._socket = None
+            self._notify()
+
+    # -- Web API -------------------------------------------------------------------------------
+
+    async def _api(self, request: Request) -> Response:
+        method = request.path_params["method"]
+        args: dict[str, Any] = dict(request.query_params)
+        body = await request.body()
+        if body:
+            if request.headers.get("content-type", "").startswith("application/json"):
+                args.update(json.loads(body))
+            else:
+                args.update(dict(urllib.parse.parse_qsl(body.decode())))
+        token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        token = token or str(args.get("token", ""))
+        self.calls.append(ApiCall(method, args, token, time.monotonic()))
+        self._notify()
+        expected = self.app_token if method == "apps.connections.open" else self.bot_token
+        if self.revoked:
+            return _error("token_revoked")
+        if token != expected:
+            return _error("invalid_auth")
+        queued = self._failures.get(method)
+        if queued:
+            failure = queued.popleft()
+            headers = {"Retry-After": f"{failure.retry_after:g}"} if failure.retry_after else {}
+            return JSONResponse(
+                {"ok": False, "error": failure.error}, failure.status, headers=headers
+            )
+        handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+        if handler is None:
+            return _error("unknown_method")
+        result: dict[str, Any] = handler(args)
+        self._notify()
+        return JSONResponse({"ok": True, **result} if "error" not in result else result)
+
+    def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://fake.slack.com/",
+            "team": "Fake",
+            "user": "loopgate",
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
+
+    def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"url": f"ws://127.0.0.1:{self.port}/socket-mode?ticket={next(_event_counter)}"}
+
+    def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, text = str(args.get("channel", "")), str(args.get("text", ""))
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not text:
+            return {"ok": False, "error": "no_text"}
+        thread_ts = str(args["thread_ts"]) if args.get("thread_ts") else None
+        ts = next_ts()
+        self.posts.append(Post(channel, text, thread_ts, ts))
+        message = {"type": "message", "user": self.bot_user_id, "bot_id": self.bot_id}
+        message |= {"text": text, "ts": ts}
+        if thread_ts:
+            self.threads.setdefault((channel, thread_ts), []).append(message)
+            # Slack clears an assistant thread's status when the app replies in it.
+            if self.statuses.get((channel, thread_ts)):
+                self.statuses[(channel, thread_ts)] = ""
+        return {"channel": channel, "ts": ts, "message": message}
+
+    def _m_reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
+        key = (str(args.get("channel")), str(args.get("timestamp")))
+        name = str(args.get("name"))
+        names = self.reactions.setdefault(key, set())
+        if name in names:
+            return {"ok": False, "error": "already_reacted"}
+        names.add(name)
+        self.reaction_log.append(("add", *key, name))
+        return {}
+
+    def _m_reactions_remove(self, args: dict[str, Any]) -> dict[str, Any]:
+        key = (str(args.get("channel")), str(args.get("timestamp")))
+        name = str(args.get("name"))
+        names = self.reactions.get(key, set())
+        if name not in names:
+            return {"ok": False, "error": "no_reaction"}
+        names.discard(name)
+        self.reaction_log.append(("remove", *key, name))
+        return {}
+
+    def _m_assistant_threads_setStatus(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, thread_ts = str(args.get("channel_id")), str(args.get("thread_ts"))
+        if not channel.startswith("D"):
+            return {"ok": False, "error": "channel_not_found"}  # assistant threads live in DMs
+        status = str(args.get("status", ""))
+        self.statuses[(channel, thread_ts)] = status
+        self.status_log.append((channel, thread_ts, status))
+        return {}
+
+    def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        key = (str(args.get("channel")), str(args.get("ts")))
+        messages = self.threads.get(key)
+        if messages is None:
+            return {"ok": False, "error": "thread_not_found"}
+        return {"messages": messages[: int(args.get("limit", 100))], "has_more": False}
+
+    def _m_conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = str(args.get("channel"))
+        return {"channel": {"id": channel, "is_im": channel.startswith("D")}}
+
+    def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user = str(args.get("user"))
+        info = {"id": user, "name": user.lower(), "is_admin": False, "is_owner": False}
+        return {"user": {**info, **self.users.get(user, {})}}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = Starlette(
+            routes=[
+                Route("/api/{method}", self._api, methods=["GET", "POST"]),
+                WebSocketRoute("/socket-mode", self._socket_endpoint),
+            ]
+        )
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            ws="websockets-sansio",
+            ws_ping_interval=None,
+            timeout_graceful_shutdown=2,
+        )
+        self._server = _Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._task.done():
+                await self._task
+                raise RuntimeError("FakeSlack failed to start")
+            await asyncio.sleep(0.005)
+        self._port = self._server.servers[0].sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        await self.drop_socket()
+        self._server.should_exit = True
+        await self._task
+        self._server = self._task = None
+
+    async def __aenter__(self) -> FakeSlack:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+def _error(code: str) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": code})
+
+
+@dataclass
+class EventSender:
+    """Posts Events API requests to the bot, signed like Slack does (or not)."""
+
+    client: httpx.AsyncClient
+    signing_secret: str
+    path: str = "/slack/events"
+
+    def headers(
+        self, body: bytes, *, timestamp: int | None = None, secret: str | None = None
+    ) -> dict[str, str]:
+        ts = str(int(time.time()) if timestamp is None else timestamp)
+        base = b"v0:" + ts.encode() + b":" + body
+        key = (self.signing_secret if secret is None else secret).encode()
+        signature = "v0=" + hmac.new(key, base, hashlib.sha256).hexdigest()
+        return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
+
+    async def send(
+        self,
+        payload: dict[str, Any],
+        *,
+        retry_num: int | None = None,
+        timestamp: int | None = None,
+        secret: str | None = None,
+    ) -> httpx.Response:
+        body = json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json"}
+        headers |= self.headers(body, timestamp=timestamp, secret=secret)
+        if retry_num is not None:
+            headers |= {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "timeout"}
+        return await self.client.post(self.path, content=body, headers=headers)
+
+    async def send_event(
+        self, event: dict[str, Any], *, event_id: str | None = None, **kw: Any
+    ) -> httpx.Response:
+        return await self.send(event_callback(event, event_id=event_id), **kw)
+
+    async def send_command(self, command: str, *, user: str, channel: str) -> httpx.Response:
+        """A slash command, form-encoded like Slack sends it."""
+        form = {
+            "command": command,
+            "text": "",
+            "user_id": user,
+            "user_name": user.lower(),
+            "channel_id": channel,
+            "team_id": "T1",
+            "trigger_id": f"trigger-{next(_event_counter)}",
+            "response_url": "http://127.0.0.1:9/unused",
+        }
+        body = urllib.parse.urlencode(form).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded"} | self.headers(body)
+        return await self.client.post(self.path, content=body, headers=headers)

@@ -1,0 +1,524 @@
+"""A real-HTTP fake of the Telegram Bot API, for tests.
+
+It listens on 127.0.0.1 (a free port) inside the test's event loop and answers
+``POST /bot{token}/{method}`` like Telegram: ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error_code": ..., "description": ...}``. python-telegram-bot talks to it through
+``base_url``. It is strict where Telegram is: ``sendMessage`` with ``parse_mode=HTML`` rejects
+unsupported or unbalanced tags and unknown entities ("can't parse entities"), and any text longer
+than 4096 UTF-16 units after parsing ("message is too long")::
+
+    async with FakeTelegram() as tg:
+        tg.push(tg.private_message("hi", user_id=42))          # next getUpdates returns it
+        tg.fail_next("sendMessage", 429, retry_after=1)        # injected failures
+        await tg.wait_for(lambda: tg.sent)                      # condition waits, no sleeps
+        assert tg.sent[0]["text"] == "echo: hi"
+
+Every call is recorded in ``tg.calls`` as :class:`Call` (method, decoded params, time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+__all__ = ["Call", "Failure", "FakeTelegram"]
+
+TOKEN = "123456:TEST-token"
+MAX_TEXT_UNITS = 4096
+_JSON_PARAMS = {"reply_parameters", "allowed_updates", "reaction", "commands", "reply_markup"}
+_INT_PARAMS = {
+    "chat_id",
+    "message_thread_id",
+    "offset",
+    "timeout",
+    "limit",
+    "message_id",
+    "user_id",
+}
+_HTML_TAGS = {
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+    "tg-spoiler",
+    "span",
+    "tg-emoji",
+}
+_TOKEN_RE = re.compile(
+    r"<(/?)([A-Za-z][A-Za-z0-9-]*)((?:\s[^<>]*)?)>"  # a tag
+    r"|<"  # a stray "<": Telegram rejects it
+    r"|&(#x[0-9a-fA-F]+|#\d+|\w+);"  # an entity
+)
+_NAMED_ENTITIES = {"lt", "gt", "amp", "quot"}
+# The emoji a bot may react with (Telegram rejects others with REACTION_INVALID).
+ALLOWED_REACTIONS = {
+    *"👍👎❤🔥🥰👏😁🤔🤯😱🤬😢🎉🤩🤮💩🙏👌🕊🤡🥱🥴😍🐳🌚🌭💯🤣⚡🍌🏆💔🤨😐",
+    *"🍓🍾💋🖕😈😴😭🤓👻👀🎃🙈😇😨🤝✍🤗🫡🎅🎄☃💅🤪🗿🆒💘🙉🦄😘💊🙊😎👾🤷😡",
+    "👨‍💻",
+    "❤‍🔥",
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    params: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Failure:
+    """An injected error answer for the next ``count`` calls of ``method`` (that ``match``)."""
+
+    method: str
+    status: int
+    description: str
+    retry_after: int | None = None
+    migrate_to_chat_id: int | None = None
+    count: int = 1
+    match: Callable[[dict[str, Any]], bool] | None = None
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, description: str, **parameters: Any) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.parameters = {k: v for k, v in parameters.items() if v is not None}
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class FakeTelegram:
+    def __init__(
+        self, *, token: str = TOKEN, bot_id: int = 999, bot_username: str = "loopgate_bot"
+    ) -> None:
+        self.token = token
+        self.bot_id = bot_id
+        self.bot_username = bot_username
+        self.calls: list[Call] = []
+        self.updates: list[dict[str, Any]] = []
+        self.webhook: dict[str, Any] | None = None
+        self.admins: dict[int, set[int]] = {}
+        self.delays: dict[str, float] = {}
+        self._failures: list[Failure] = []
+        self._next_update_id = 1000
+        self._next_message_id = 500
+        self._changed = asyncio.Condition()
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._port = 0
+        self._closing = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    async def start(self) -> None:
+        app = Starlette(routes=[Route("/bot{token}/{method}", self._api, methods=["POST", "GET"])])
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            ws="none",
+            timeout_graceful_shutdown=2,
+        )
+        self._server = _Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._task.done():
+                await self._task
+                raise RuntimeError("FakeTelegram failed to start")
+            await asyncio.sleep(0.005)
+        self._port = self._server.servers[0].sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._closing.set()  # releases pending long polls
+        async with self._changed:
+            self._changed.notify_all()
+        self._server.should_exit = True
+        await self._task
+        self._server = self._task = None
+
+    async def __aenter__(self) -> FakeTelegram:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # -- test API --------------------------------------------------------------------------
+
+    def push(self, update: dict[str, Any]) -> int:
+        """Queue an update for getUpdates; returns its update_id."""
+        update_id = self.new_update_id()
+        self.updates.append({"update_id": update_id, **update})
+        asyncio.get_running_loop().create_task(self._notify())
+        return update_id
+
+    def new_update_id(self) -> int:
+        self._next_update_id += 1
+        return self._next_update_id
+
+    def fail_next(
+        self,
+        method: str,
+        status: int,
+        description: str | None = None,
+        *,
+        retry_after: int | None = None,
+        migrate_to_chat_id: int | None = None,
+        count: int = 1,
+        match: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
+        default = {
+            400: "Bad Request",
+            403: "Forbidden: bot was blocked by the user",
+            429: f"Too Many Requests: retry after {retry_after}",
+            500: "Internal Server Error",
+            502: "Bad Gateway",
+        }.get(status, "Error")
+        self._failures.append(
+            Failure(
+                method,
+                status,
+                description or default,
+                retry_after,
+                migrate_to_chat_id,
+                count,
+                match,
+            )
+        )
+
+    def calls_of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    @property
+    def sent(self) -> list[dict[str, Any]]:
+        """Params of every *accepted* sendMessage, with the ``message_id`` we returned."""
+        return [c.params for c in self.calls_of("sendMessage") if "_message_id" in c.params]
+
+    def texts(self, chat_id: int | None = None) -> list[str]:
+        return [p["text"] for p in self.sent if chat_id is None or p["chat_id"] == chat_id]
+
+    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> None:
+        async def wait() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: bool(predicate()))
+
+        try:
+            await asyncio.wait_for(wait(), timeout)
+        except TimeoutError:
+            methods = [c.method for c in self.calls[-15:]]
+            raise AssertionError(f"not met in {timeout}s; last calls: {methods}") from None
+
+    # -- update builders -------------------------------------------------------------------
+
+    def user(self, user_id: int = 42, first_name: str = "Alice", **extra: Any) -> dict[str, Any]:
+        return {"id": user_id, "is_bot": False, "first_name": first_name, **extra}
+
+    def bot_user(self) -> dict[str, Any]:
+        return {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": "Loopgate",
+            "username": self.bot_username,
+        }
+
+    def message(
+        self,
+        text: str | None,
+        *,
+        chat: dict[str, Any],
+        sender: dict[str, Any] | None = None,
+        message_id: int | None = None,
+        entities: list[dict[str, Any]] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        msg: dict[str, Any] = {
+            "message_id": message_id or self._new_message_id(),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender or self.user(),
+            **extra,
+        }
+        if text is not None:
+            msg["text"] = text
+        if entities:
+            msg["entities"] = entities
+        return {"message": msg}
+
+    def private_message(self, text: str | None, *, user_id: int = 42, **kw: Any) -> dict[str, Any]:
+        chat = {"id": user_id, "type": "private", "first_name": "Alice"}
+        return self.message(text, chat=chat, sender=self.user(user_id), **kw)
+
+    def group_message(
+        self,
+        text: str | None,
+        *,
+        chat_id: int = -100777,
+        user_id: int = 42,
+        first_name: str = "Alice",
+        forum: bool = False,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        chat: dict[str, Any] = {"id": chat_id, "type": "supergroup", "title": "Team"}
+        if forum:
+            chat["is_forum"] = True
+        return self.message(text, chat=chat, sender=self.user(user_id, first_name), **kw)
+
+    def mention(self, text: str) -> list[dict[str, Any]]:
+        """A ``mention`` entity for the bot's @handle in ``text``."""
+        handle = f"@{self.bot_username}"
+        offset = len(text[: text.index(handle)].encode("utf-16-le")) // 2
+        return [{"type": "mention", "offset": offset, "length": len(handle)}]
+
+    def _new_message_id(self) -> int:
+        self._next_message_id += 1
+        return self._next_message_id
+
+    # -- the API ---------------------------------------------------------------------------
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _api(self, request: Request) -> Response:
+        if request.path_params["token"] != self.token:
+            return JSONResponse(
+                {"ok": False, "error_code": 401, "description": "Unauthorized"}, status_code=401
+            )
+        method = request.path_params["method"]
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # a poller cancelled at shutdown
+            return Response(status_code=499)
+        params = _decode(body, request.headers.get("content-type", ""))
+        call = Call(method, params)
+        self.calls.append(call)
+        try:
+            if method in self.delays:
+                await asyncio.sleep(self.delays[method])
+            self._inject_failure(method, params)
+            handler = getattr(self, f"_m_{method}", None)
+            if handler is None:
+                raise ApiError(404, "Not Found")
+            result = await handler(params)
+        except ApiError as exc:
+            body: dict[str, Any] = {
+                "ok": False,
+                "error_code": exc.status,
+                "description": exc.description,
+            }
+            if exc.parameters:
+                body["parameters"] = exc.parameters
+            response: Response = JSONResponse(body, status_code=exc.status)
+        else:
+            response = JSONResponse({"ok": True, "result": result})
+        await self._notify()
+        return response
+
+    def _inject_failure(self, method: str, params: dict[str, Any]) -> None:
+        for failure in self._failures:
+            if failure.method != method or failure.count <= 0:
+                continue
+            if failure.match is not None and not failure.match(params):
+                continue
+            failure.count -= 1
+            raise ApiError(
+                failure.status,
+                failure.description,
+                retry_after=failure.retry_after,
+                migrate_to_chat_id=failure.migrate_to_chat_id,
+            )
+
+    async def _m_getMe(self, params: dict[str, Any]) -> Any:
+        return {
+            **self.bot_user(),
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
+        if self.webhook is not None:
+            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active")
+        offset = int(params.get("offset") or 0)
+        if offset:  # confirms every update before offset, like Telegram
+            self.updates = [u for u in self.updates if u["update_id"] >= offset]
+        timeout = float(params.get("timeout") or 0)
+
+        async def available() -> None:
+            async with self._changed:
+                await self._changed.wait_for(
+                    lambda: (
+                        self._closing.is_set()
+                        or any(u["update_id"] >= offset for u in self.updates)
+                    )
+                )
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(available(), timeout)
+        limit = int(params.get("limit") or 100)
+        return [u for u in self.updates if u["update_id"] >= offset][:limit]
+
+    async def _m_setWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = params
+        return True
+
+    async def _m_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = None
+        return True
+
+    async def _m_setMyCommands(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_sendChatAction(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_setMessageReaction(self, params: dict[str, Any]) -> Any:
+        for reaction in params.get("reaction") or []:
+            if reaction.get("emoji") not in ALLOWED_REACTIONS:
+                raise ApiError(400, "Bad Request: REACTION_INVALID")
+        return True
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
+        text = params.get("text", "")
+        plain = _parse_html(text) if params.get("parse_mode") == "HTML" else text
+        if not plain.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if len(plain.encode("utf-16-le")) // 2 > MAX_TEXT_UNITS:
+            raise ApiError(400, "Bad Request: message is too long")
+        message_id = self._new_message_id()
+        params["_message_id"] = message_id
+        chat_id = params["chat_id"]
+        chat = {"id": chat_id, "type": "private" if int(chat_id) > 0 else "supergroup"}
+        result = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": chat,
+            "from": self.bot_user(),
+            "text": plain,
+        }
+        if params.get("message_thread_id"):
+            result["message_thread_id"] = params["message_thread_id"]
+        return result
+
+    async def _m_getChatAdministrators(self, params: dict[str, Any]) -> Any:
+        return [
+            {"status": "creator", "user": self.user(uid, f"Admin{uid}"), "is_anonymous": False}
+            for uid in sorted(self.admins.get(int(params["chat_id"]), set()))
+        ]
+
+    async def _m_getChatMember(self, params: dict[str, Any]) -> Any:
+        uid = int(params["user_id"])
+        status = "creator" if uid in self.admins.get(int(params["chat_id"]), set()) else "member"
+        member: dict[str, Any] = {"status": status, "user": self.user(uid)}
+        if status == "creator":
+            member["is_anonymous"] = False
+        return member
+
+
+def _decode(body: bytes, content_type: str) -> dict[str, Any]:
+    if not body:
+        return {}
+    if content_type.startswith("application/json"):
+        data = json.loads(body)
+        return data if isinstance(data, dict) else {}
+    params: dict[str, Any] = {}
+    for key, value in parse_qsl(body.decode(), keep_blank_values=True):
+        if key in _JSON_PARAMS:
+            params[key] = json.loads(value)
+        elif key in _INT_PARAMS and re.fullmatch(r"-?\d+", value):
+            params[key] = int(value)
+        else:
+            params[key] = value
+    return params
+
+
+def _parse_html(text: str) -> str:
+    """Telegram's HTML parse mode: the visible text, or ApiError like Telegram's."""
+    out: list[str] = []
+    stack: list[str] = []
+    pos = 0
+    for match in _TOKEN_RE.finditer(text):
+        out.append(text[pos : match.start()])
+        pos = match.end()
+        token = match.group(0)
+        offset = len(text[: match.start()].encode())
+        if token == "<":
+            raise ApiError(
+                400,
+                f"Bad Request: can't parse entities: Unexpected character '<' at byte "
+                f"offset {offset}",
+            )
+        if match.group(4) is not None:
+            name = match.group(4)
+            if not name.startswith("#") and name not in _NAMED_ENTITIES:
+                raise ApiError(
+                    400,
+                    f"Bad Request: can't parse entities: Unsupported HTML entity at byte "
+                    f"offset {offset}",
+                )
+            out.append(html.unescape(token))
+            continue
+        closing, tag = match.group(1) == "/", match.group(2).lower()
+        if tag not in _HTML_TAGS:
+            raise ApiError(
+                400,
+                f'Bad Request: can\'t parse entities: Unsupported start tag "{tag}" at byte '
+                f"offset {offset}",
+            )
+        if closing:
+            if not stack or stack[-1] != tag:
+                raise ApiError(
+                    400,
+                    f"Bad Request: can't parse entities: Unmatched end tag at byte offset "
+                    f'{offset}, expected "</{stack[-1] if stack else ""}>", found "</{tag}>"',
+                )
+            stack.pop()
+        else:
+            stack.append(tag)
+    if stack:
+        raise ApiError(
+            400,
+            f"Bad Request: can't parse entities: Can't find end tag corresponding to "
+            f'start tag "{stack[-1]}"',
+        )
+    out.append(text[pos:])
+    return "".join(out)

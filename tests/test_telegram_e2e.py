@@ -1,0 +1,443 @@
+"""Telegram end to end: the real python-telegram-bot against a fake Bot API over real HTTP,
+through the whole bot (gateway, access policy, scheduler, turn, delivery)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from sqlalchemy import select
+from structlog.testing import capture_logs
+
+from bot.app import Loopgate
+from bot.cli import main as cli_main
+from bot.config import Config
+from bot.server import create_app
+from bot.storage.models import SessionRow
+from channels.telegram import TelegramChannel
+from tests.conftest import make_config
+from tests.fakes.llm_server import FakeLLM, delay, text
+from tests.fakes.telegram_server import FakeTelegram
+
+GROUP = -100777
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+def tg_config(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, bot: dict[str, Any] | None = None, **section: Any
+) -> Config:
+    telegram = {
+        "enabled": True,
+        "token": tg.token,
+        "api_base_url": tg.base_url,
+        "polling_timeout": 1,
+        "rate_limit": "off",
+        **section,
+    }
+    return make_config(tmp_path, llm, channels={"telegram": telegram}, bot=bot or {})
+
+
+def channel_of(app: Loopgate) -> TelegramChannel:
+    channel = app.gateway.channels["telegram"]
+    assert isinstance(channel, TelegramChannel)
+    return channel
+
+
+def user_messages(llm: FakeLLM) -> list[str]:
+    return [
+        r.json["messages"][-1]["content"]
+        for r in llm.chat_requests
+        if r.json["messages"][-1]["role"] == "user"
+    ]
+
+
+def reactions(tg: FakeTelegram, message_id: int) -> list[str]:
+    return [
+        (c.params.get("reaction") or [{"emoji": ""}])[0]["emoji"]
+        for c in tg.calls_of("setMessageReaction")
+        if c.params["message_id"] == message_id
+    ]
+
+
+async def session_keys(app: Loopgate) -> list[str]:
+    async with app.db.sessionmaker() as s:
+        return list(await s.scalars(select(SessionRow.key)))
+
+
+class TestPolling:
+    async def test_dm_round_trip_typing_reactions_and_commands(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        async with Loopgate(tg_config(tmp_path, llm, tg)):
+            update = tg.private_message("hello there")
+            message_id = update["message"]["message_id"]
+            tg.push(update)
+            await tg.wait_for(lambda: tg.sent)
+            await tg.wait_for(lambda: reactions(tg, message_id)[-1:] == [""])
+
+        assert tg.sent[0]["text"] == "echo: hello there"
+        assert tg.sent[0]["chat_id"] == 42
+        assert tg.sent[0]["parse_mode"] == "HTML"
+        assert "reply_parameters" not in tg.sent[0]  # DMs don't quote
+        assert user_messages(llm) == ["hello there"]
+        # 👀 on receipt, cleared at the end (default cleanup: clear).
+        assert reactions(tg, message_id)[0] == "👀"
+        assert reactions(tg, message_id)[-1] == ""
+        # Typing at once, stopped before the message went out, never restarted.
+        typing = tg.calls_of("sendChatAction")
+        sent_at = tg.calls_of("sendMessage")[0].at
+        assert typing and all(c.params["action"] == "typing" for c in typing)
+        assert all(c.at < sent_at for c in typing)
+        commands = tg.calls_of("setMyCommands")[0].params["commands"]
+        assert [c["command"] for c in commands] == ["stop", "stopall", "reset", "help"]
+        assert tg.calls_of("deleteWebhook")  # polling needs no webhook set
+
+    async def test_offset_survives_restart_without_replay(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        config = tg_config(tmp_path, llm, tg)
+        async with Loopgate(config):
+            first = tg.push(tg.private_message("first"))
+            await tg.wait_for(lambda: tg.texts() == ["echo: first"])
+        # Telegram keeps unconfirmed updates: the fake does too, until an offset confirms them.
+        polls_before = len(tg.calls_of("getUpdates"))
+        second = tg.push(tg.private_message("second"))
+        async with Loopgate(config):
+            await tg.wait_for(lambda: len(tg.texts()) == 2)
+            # Let the poller confirm the second update, then check nothing else is answered.
+            await tg.wait_for(
+                lambda: any(c.params.get("offset") == second + 1 for c in tg.calls_of("getUpdates"))
+            )
+        resumed = tg.calls_of("getUpdates")[polls_before]
+        assert resumed.params["offset"] == first + 1
+        assert tg.texts() == ["echo: first", "echo: second"]
+        assert user_messages(llm) == ["first", "second"]
+
+    async def test_media_without_caption_becomes_a_note(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        async with Loopgate(tg_config(tmp_path, llm, tg)):
+            photo = [{"file_id": "f1", "file_unique_id": "u1", "width": 10, "height": 10}]
+            tg.push(tg.private_message(None, photo=photo, caption="what is this?"))
+            tg.push(
+                tg.private_message(
+                    None, voice={"file_id": "v", "file_unique_id": "v", "duration": 3}
+                )
+            )
+            await tg.wait_for(lambda: len(tg.sent) == 2)
+        first, second = user_messages(llm)
+        assert first.startswith("what is this?\n[The user sent a photo;")
+        assert second.startswith("[The user sent a voice message;")
+
+
+class TestWebhook:
+    async def test_secret_ack_background_and_duplicates(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        config = tg_config(
+            tmp_path,
+            llm,
+            tg,
+            mode="webhook",
+            webhook_url="https://bot.example/telegram/webhook",
+            webhook_secret="s3cret",
+            allowed_updates=["message", "edited_message"],
+        )
+        async with Loopgate(config) as app:
+            assert tg.webhook is not None
+            assert tg.webhook["url"] == "https://bot.example/telegram/webhook"
+            assert tg.webhook["secret_token"] == "s3cret"
+            assert tg.webhook["allowed_updates"] == ["message", "edited_message"]
+            assert not tg.calls_of("getUpdates")
+
+            transport = httpx.ASGITransport(app=create_app(app, manage_lifespan=False))
+            async with httpx.AsyncClient(transport=transport, base_url="http://bot") as http:
+                update = {"update_id": 5001, **tg.private_message("slow one")}
+                bad = await http.post(
+                    "/telegram/webhook",
+                    json=update,
+                    headers={"X-Telegram-Bot-Api-Secret-Token": "wrong"},
+                )
+                missing = await http.post("/telegram/webhook", json=update)
+                assert (bad.status_code, missing.status_code) == (401, 401)
+
+                llm.script(delay(1.0, text("done slowly")))
+                headers = {"X-Telegram-Bot-Api-Secret-Token": "s3cret"}
+                ok = await http.post("/telegram/webhook", json=update, headers=headers)
+                # Acknowledged before the (slow) run could have answered.
+                assert ok.status_code == 200
+                assert tg.sent == []
+                again = await http.post("/telegram/webhook", json=update, headers=headers)
+                assert again.status_code == 200
+                await tg.wait_for(lambda: tg.sent)
+                await asyncio.wait_for(_drained(channel_of(app)), 5)
+                await asyncio.wait_for(app.scheduler_idle(), 5) if hasattr(
+                    app, "scheduler_idle"
+                ) else None
+        # The rejected requests were never processed; the duplicate was processed once.
+        assert tg.texts() == ["done slowly"]
+        assert len(llm.chat_requests) == 1
+
+
+async def _drained(channel: TelegramChannel) -> None:
+    while channel._tasks:
+        await asyncio.wait(list(channel._tasks))
+
+
+class TestNormalizationAndGating:
+    async def test_group_gating_mentions_topics_and_quotes(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        async with Loopgate(tg_config(tmp_path, llm, tg)) as app:
+            with capture_logs() as logs:
+                tg.push(tg.group_message("just chatting"))
+                tg.push(tg.group_message("/help@otherbot"))
+                mention = "@loopgate_bot what's up?"
+                tg.push(tg.group_message(mention, entities=tg.mention(mention)))
+                await tg.wait_for(lambda: len(tg.sent) == 1)
+            skipped = [e for e in logs if e["event"] == "inbound.skipped"]
+            assert [e["reason"] for e in skipped] == ["not_mentioned", "not_mentioned"]
+            assert user_messages(llm) == ["what's up?"]  # the @handle is stripped
+            first = tg.sent[0]
+            assert first["chat_id"] == GROUP
+            assert "message_thread_id" not in first
+            assert "reply_parameters" in first  # groups quote the triggering message
+
+            # A reply to the bot's message addresses it; the quoted text goes to the model.
+            bot_message = {
+                "message_id": first["_message_id"],
+                "date": 0,
+                "chat": {"id": GROUP, "type": "supergroup", "title": "Team"},
+                "from": tg.bot_user(),
+                "text": "x" * 900,
+            }
+            tg.push(tg.group_message("and then?", reply_to_message=bot_message))
+            await tg.wait_for(lambda: len(tg.sent) == 2)
+            quoted = user_messages(llm)[-1]
+            assert quoted.startswith('[Replying to you (the assistant): "' + "x" * 400)
+            assert '…"]\nand then?' in quoted
+            assert len(quoted) < 600  # truncated
+
+            # Forum topic: the thread id is in the session key and in the reply.
+            root = {
+                "message_id": 7,
+                "date": 0,
+                "chat": {"id": GROUP, "type": "supergroup", "is_forum": True},
+                "from": tg.user(),
+                "forum_topic_created": {"name": "Ops", "icon_color": 1},
+            }
+            topic_text = "@loopgate_bot status?"
+            update = tg.group_message(
+                topic_text,
+                forum=True,
+                entities=tg.mention(topic_text),
+                message_thread_id=7,
+                is_topic_message=True,
+                reply_to_message=root,
+            )
+            tg.push(update)
+            await tg.wait_for(lambda: len(tg.sent) == 3)
+            assert tg.sent[2]["message_thread_id"] == 7
+            assert tg.sent[2]["reply_parameters"]["message_id"] == update["message"]["message_id"]
+            assert user_messages(llm)[-1] == "status?"  # the topic root is not a quote
+
+            # Forwarded, with formatting entities turned into markdown.
+            fwd = "@loopgate_bot look: important"
+            tg.push(
+                tg.group_message(
+                    fwd,
+                    entities=[*tg.mention(fwd), {"type": "bold", "offset": 20, "length": 9}],
+                    forward_origin={
+                        "type": "user",
+                        "date": 0,
+                        "sender_user": tg.user(5, "Bob"),
+                    },
+                )
+            )
+            await tg.wait_for(lambda: len(tg.sent) == 4)
+            assert user_messages(llm)[-1] == "[Forwarded from Bob]\nlook: **important**"
+            keys = await session_keys(app)
+        assert "agent:main:telegram:group:-100777" in keys
+        assert "agent:main:telegram:group:-100777:topic:7" in keys
+
+    async def test_group_policy_open_and_disabled(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        async with Loopgate(tg_config(tmp_path, llm, tg, group_policy="open")):
+            tg.push(tg.group_message("no mention needed"))
+            await tg.wait_for(lambda: tg.sent)
+        assert tg.texts() == ["echo: no mention needed"]
+
+    async def test_pairing_flow_with_cli_approval(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        config = tg_config(tmp_path, llm, tg, dm_policy="pairing")
+        config_file = tmp_path / "config.yaml"
+        config_file.write_text(yaml.safe_dump({"database": {"url": config.database.url}}))
+        async with Loopgate(config):
+            tg.push(tg.private_message("let me in", user_id=77))
+            await tg.wait_for(lambda: tg.sent)
+            match = re.search(r"pairing code is ([A-Z2-9]{8})", tg.sent[0]["text"])
+            assert match, tg.sent[0]["text"]
+            code = match.group(1)
+            assert not re.search(r"[01IO]", code)
+            assert llm.chat_requests == []  # never reached the model
+
+            assert await asyncio.to_thread(cli_main, ["pairing", "approve", "WRONG123",
+                                                      "--config", str(config_file)]) == 1  # fmt: skip
+            assert await asyncio.to_thread(
+                cli_main, ["pairing", "approve", code.lower(), "--config", str(config_file)]
+            ) == 0
+            tg.push(tg.private_message("now?", user_id=77))
+            await tg.wait_for(lambda: len(tg.sent) == 2)
+        assert tg.sent[1]["text"] == "echo: now?"
+
+
+class TestStop:
+    async def test_stop_permissions_in_groups(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        tg.admins[GROUP] = {43}
+        async with Loopgate(tg_config(tmp_path, llm, tg)):
+            llm.script(delay(30, text("never delivered")))
+            ask = "@loopgate_bot think hard"
+            asked = tg.group_message(ask, user_id=42, entities=tg.mention(ask))
+            tg.push(asked)
+            await tg.wait_for(lambda: llm.chat_requests)
+            tg.push(tg.group_message("/stop@loopgate_bot", user_id=44, first_name="Bob"))
+            await tg.wait_for(lambda: len(tg.sent) == 1)
+            assert tg.sent[0]["text"] == "Only the person who asked or an admin can stop this."
+            tg.push(tg.group_message("/stop@loopgate_bot", user_id=43, first_name="Carol"))
+            await tg.wait_for(lambda: len(tg.sent) == 2)
+            assert tg.sent[1]["text"] == "Stopped."
+            message_id = asked["message"]["message_id"]
+            await tg.wait_for(lambda: reactions(tg, message_id)[-1:] == [""])
+            tg.push(tg.group_message("/stopall", user_id=42))
+            await tg.wait_for(lambda: len(tg.sent) == 3)
+        assert tg.sent[2]["text"] == "Nothing to stop."
+        assert "never delivered" not in tg.texts()
+        assert tg.calls_of("getChatAdministrators")
+        # Typing ended with the cancelled run, before its cleanup cleared the reaction.
+        cleared_at = [
+            c.at
+            for c in tg.calls_of("setMessageReaction")
+            if c.params["message_id"] == message_id and not c.params.get("reaction")
+        ][-1]
+        assert all(c.at <= cleared_at for c in tg.calls_of("sendChatAction"))
+
+
+class TestTypingAndReactions:
+    async def test_typing_refreshes_and_ttl_bounds_it(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        bot = {"typing_interval": 0.05, "typing_ttl": 0.3, "reaction_cleanup": "final"}
+        async with Loopgate(tg_config(tmp_path, llm, tg, bot=bot)):
+            llm.script(delay(1.2, text("ok")))
+            update = tg.private_message("slow please")
+            tg.push(update)
+            await tg.wait_for(lambda: tg.sent)
+            message_id = update["message"]["message_id"]
+            await tg.wait_for(lambda: reactions(tg, message_id)[-1:] == ["👍"])
+        typing = tg.calls_of("sendChatAction")
+        assert len(typing) >= 3  # refreshed
+        assert len(typing) <= 10  # 0.3 s TTL at 0.05 s: not the ~24 of a 1.2 s run
+        assert reactions(tg, message_id)[0] == "👀"
+
+
+class TestDelivery:
+    async def test_html_formatting_chunking_and_plain_fallback(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        long = "\n\n".join(f"Paragraph {i}: " + "word " * 150 for i in range(14))
+        llm.script(
+            text("**bold** <tag> & `a<b`\n\n```python\nx = 1 < 2\n```"),
+            text(long),
+            text("**fallback** & <more>"),
+        )
+        tg.fail_next(
+            "sendMessage",
+            400,
+            "Bad Request: can't parse entities: Unsupported start tag",
+            match=lambda p: "fallback" in p.get("text", "") and p.get("parse_mode") == "HTML",
+        )
+        async with Loopgate(tg_config(tmp_path, llm, tg, group_policy="open")):
+            tg.push(tg.group_message("format"))
+            await tg.wait_for(lambda: tg.sent)
+            tg.push(tg.group_message("long"))
+            await tg.wait_for(lambda: len(tg.sent) >= 4)
+            tg.push(tg.group_message("fallback"))
+            await tg.wait_for(lambda: "fallback" in tg.sent[-1]["text"])
+        formatted = tg.sent[0]["text"]
+        assert formatted.startswith("<b>bold</b> &lt;tag&gt; &amp; <code>a&lt;b</code>")
+        assert '<pre><code class="language-python">x = 1 &lt; 2' in formatted
+        chunks = [p for p in tg.sent[1:-1]]
+        assert len(chunks) >= 3
+        assert all(len(p["text"]) <= 4096 for p in chunks)
+        assert "reply_parameters" in chunks[0]
+        assert all("reply_parameters" not in p for p in chunks[1:])
+        assert " ".join(p["text"] for p in chunks).split() == long.split()
+        # Telegram refused the HTML: the same answer arrived as plain text, once.
+        assert tg.sent[-1]["text"] == "fallback & <more>"
+        assert "parse_mode" not in tg.sent[-1]
+        assert sum("fallback" in p["text"] for p in tg.sent) == 1
+
+    async def test_too_long_in_utf16_is_resplit(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        llm.script(text("😀" * 3000))  # 3000 characters, 6000 UTF-16 units
+        async with Loopgate(tg_config(tmp_path, llm, tg)):
+            tg.push(tg.private_message("emoji"))
+            await tg.wait_for(lambda: len(tg.sent) >= 2)
+        assert "".join(tg.texts()) == "😀" * 3000
+        assert len(tg.calls_of("sendMessage")) == len(tg.sent) + 1  # one refusal, then pieces
+
+    async def test_429_retry_after_is_honoured_once(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        tg.fail_next("sendMessage", 429, retry_after=1)
+        async with Loopgate(tg_config(tmp_path, llm, tg)):
+            tg.push(tg.private_message("hi"))
+            await tg.wait_for(lambda: tg.sent)
+        refused, accepted = tg.calls_of("sendMessage")
+        assert accepted.at - refused.at >= 0.95
+        assert tg.texts() == ["echo: hi"]
+
+    async def test_5xx_retried_403_not(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        tg.fail_next("sendMessage", 502)
+        async with Loopgate(tg_config(tmp_path, llm, tg)):
+            tg.push(tg.private_message("one"))
+            await tg.wait_for(lambda: tg.sent)
+            tg.fail_next("sendMessage", 403)
+            with capture_logs() as logs:
+                tg.push(tg.private_message("two", user_id=55))
+                await tg.wait_for(lambda: len(tg.calls_of("sendMessage")) == 3)
+                await tg.wait_for(lambda: tg.calls_of("setMessageReaction")[-1].params["reaction"] == [] and len(tg.calls_of("setMessageReaction")) == 4)  # fmt: skip
+        assert tg.texts() == ["echo: one"]
+        assert [c.params["chat_id"] for c in tg.calls_of("sendMessage")] == [42, 42, 55]
+        assert any(e["event"] == "telegram.forbidden" for e in logs)
+
+    async def test_group_migration_follows_new_chat_id(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        tg.fail_next("sendMessage", 400, "Bad Request: group chat was upgraded to a supergroup "
+                     "chat", migrate_to_chat_id=-1009999)  # fmt: skip
+        old = {"id": -555, "type": "group", "title": "Old"}
+        async with Loopgate(tg_config(tmp_path, llm, tg, group_policy="open")):
+            tg.push(tg.message("hi all", chat=old))
+            await tg.wait_for(lambda: tg.sent)
+            tg.push(tg.message("again", chat=old))
+            await tg.wait_for(lambda: len(tg.sent) == 2)
+        assert [p["chat_id"] for p in tg.sent] == [-1009999, -1009999]
