@@ -55,12 +55,14 @@ def _is_clean_split(messages: Sequence[Message], i: int) -> bool:
 
 
 def find_split(messages: Sequence[Message], target: int) -> int | None:
-    """A clean split index near ``target``: a user message first, any clean point otherwise."""
+    """The clean split index nearest ``target`` that starts a user turn, or None.
+
+    History made only of tool calls and results has no such point: nothing is compacted.
+    """
     order = sorted(range(1, len(messages)), key=lambda i: (abs(i - target), -i))
-    for want_user in (True, False):
-        for i in order:
-            if _is_clean_split(messages, i) and (not want_user or messages[i].role == "user"):
-                return i
+    for i in order:
+        if messages[i].role == "user" and _is_clean_split(messages, i):
+            return i
     return None
 
 

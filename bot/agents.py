@@ -1,20 +1,30 @@
 """The agent router: agent ids → loop instances, resolved lazily and cached with a TTL.
 
-Resolving an agent (agent-loop spec, sections 9 and 10) means: find its definition (runtime
-definitions from :meth:`AgentRouter.define` win over ``config.yaml``), apply
+Resolving an agent (agent-loop spec, sections 9 and 10) means: find its definition, apply
 ``agents.defaults``, look up its provider and optional fallback provider, give it its own copy
 of the tool registry plus its custom tools, and build the :class:`~agent_core.Loop`. The loop is
 cached for ``agents.cache_ttl`` seconds; :meth:`AgentRouter.invalidate` drops it at once (any
 change to an agent's definition or tools does that), so the next message re-resolves it.
+
+Where a definition comes from: a stored agent (``agents`` table, ``loopgate agents set``) is
+merged over the ``config.yaml`` entry of the same id field by field, every field the database sets
+winning; so ``loopgate agents set main --model X`` changes only the model of a configured agent,
+and ``loopgate agents delete main`` brings back the config.yaml definition. A runtime definition
+from :meth:`AgentRouter.define` (this process only, not stored) replaces both as a whole.
+Changes made through :meth:`AgentRouter.save` / :meth:`AgentRouter.remove` apply at once; changes
+made by another process (``loopgate agents`` on a running server's database) are seen when the
+cached loop expires, i.e. within ``agents.cache_ttl`` seconds.
 
 A cached loop keeps serving the runs already started on it; only new runs see the new one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import structlog
 
@@ -22,21 +32,54 @@ from agent_core import FILE_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegi
 from agent_core.hooks import PreToolUseHook
 from agent_core.providers import AnthropicProvider, OfflineProvider, Provider
 from agent_core.providers.openai_compat import OpenAICompatProvider
+from agent_core.settings import CompactionSettings, MemoryFlushSettings, PruningSettings
 from agent_core.store import SessionStore, TraceStore
-from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
+from bot.config import OPENAI_BASE_URL, AgentConfig, AgentDefaults, Config, ProviderConfig
 
 log = structlog.get_logger(__name__)
 
 
 class UnknownAgent(LookupError):
-    """The message names an agent that is neither configured nor defined at runtime."""
+    """The message names an agent that is neither configured, stored nor defined at runtime."""
 
-    def __init__(self, agent_id: str, known: list[str]) -> None:
+    def __init__(self, agent_id: str, known: list[str], stored: Sequence[str] = ()) -> None:
         super().__init__(
-            f"unknown agent {agent_id!r} (configured: {', '.join(known)}); add it under "
-            "agents.list in config.yaml"
+            f"unknown agent {agent_id!r} (configured: {', '.join(known)}; stored: "
+            f"{', '.join(stored) or 'none'}); add it under agents.list in config.yaml or with "
+            "`loopgate agents set ID`"
         )
         self.agent_id = agent_id
+        self.known = list(known)
+        self.stored = list(stored)
+
+
+class StoredAgentLike(Protocol):
+    @property
+    def agent(self) -> AgentConfig: ...
+
+
+class AgentStore(Protocol):
+    """Where agents defined at run time live (:class:`bot.storage.agents.SqlAgentStore`)."""
+
+    async def get(self, agent_id: str) -> StoredAgentLike | None: ...
+
+    async def list(self) -> Sequence[StoredAgentLike]: ...
+
+    async def upsert(self, agent: AgentConfig) -> None: ...
+
+    async def delete(self, agent_id: str) -> bool: ...
+
+
+def merge_agent(base: AgentConfig | None, override: AgentConfig | None) -> AgentConfig | None:
+    """``base`` with every field ``override`` sets (not None) replaced."""
+    if base is None or override is None:
+        return override or base
+    changes = {
+        name: value
+        for name in override.model_fields_set
+        if name != "id" and (value := getattr(override, name)) is not None
+    }
+    return base.model_copy(update=changes)
 
 
 def build_provider(name: str, config: ProviderConfig) -> Provider:
@@ -79,9 +122,11 @@ class AgentRouter:
         hooks: Sequence[PreToolUseHook] = (),
         ttl: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        agent_store: AgentStore | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
-        tools per agent id; ``hooks`` are the PreToolUse hooks of every agent."""
+        tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
+        holds agents defined in the database (then use :meth:`resolve`, not :meth:`get`)."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -95,6 +140,8 @@ class AgentRouter:
             k: list(v) for k, v in (agent_tools or {}).items()
         }
         self._defined: dict[str, AgentConfig] = {}
+        self.agent_store = agent_store
+        self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
         self._retired: list[Loop] = []  # replaced loops that may still have runs in flight
         self.resolutions = 0  # how many times a loop was built (for tests and metrics)
@@ -108,13 +155,41 @@ class AgentRouter:
     # -- definitions ---------------------------------------------------------------------------
 
     def define(self, agent: AgentConfig) -> None:
-        """Add or replace an agent at runtime; the cached loop is dropped."""
+        """Add or replace an agent in this process only (not stored): it replaces the config.yaml
+        and database definitions of that id as a whole. The cached loop is dropped."""
+        self._check_providers(agent)
+        self._defined[agent.id] = agent
+        self.invalidate(agent.id)
+
+    def _check_providers(self, agent: AgentConfig) -> None:
         providers = self.config.providers.all()
         for name in (agent.provider, agent.fallback_provider):
             if name and name not in providers:
-                raise ValueError(f"agent {agent.id!r}: unknown provider {name!r}")
-        self._defined[agent.id] = agent
+                raise ValueError(
+                    f"agent {agent.id!r}: unknown provider {name!r} "
+                    f"(defined: {', '.join(sorted(providers))})"
+                )
+
+    async def save(self, agent: AgentConfig) -> None:
+        """Store the agent in the database (replacing a stored one); the cached loop is dropped."""
+        if self.agent_store is None:
+            raise RuntimeError("this router has no agent store")
+        self._check_providers(agent)
+        await self.agent_store.upsert(agent)
         self.invalidate(agent.id)
+
+    async def remove(self, agent_id: str) -> bool:
+        """Delete the stored agent (False if none); the cached loop is dropped either way."""
+        if self.agent_store is None:
+            raise RuntimeError("this router has no agent store")
+        removed = await self.agent_store.delete(agent_id)
+        self.invalidate(agent_id)
+        return removed
+
+    async def stored_ids(self) -> list[str]:
+        if self.agent_store is None:
+            return []
+        return [stored.agent.id for stored in await self.agent_store.list()]
 
     def add_tool(self, agent_id: str, tool: Tool) -> None:
         """Give one agent a custom tool (other agents never see it)."""
@@ -137,19 +212,33 @@ class AgentRouter:
             self._providers[name] = build_provider(name, self.config.providers.all()[name])
         return self._providers[name]
 
-    def _definition(self, agent_id: str) -> AgentConfig | None:
+    def _definition(self, agent_id: str, stored: AgentConfig | None) -> AgentConfig | None:
         if agent_id in self._defined:
             return self._defined[agent_id]
-        return next((a for a in self.config.agents.list if a.id == agent_id), None)
+        configured = next((a for a in self.config.agents.list if a.id == agent_id), None)
+        return merge_agent(configured, stored)
 
-    def settings(self, agent_id: str) -> AgentSettings:
-        if agent_id not in self.agent_ids:
+    def settings(self, agent_id: str, stored: AgentConfig | None = None) -> AgentSettings:
+        """Resolved settings; ``stored`` is the agent's database row, merged over config.yaml."""
+        if agent_id not in self.agent_ids and stored is None:
             raise UnknownAgent(agent_id, self.agent_ids)
         defaults = self.config.agents.defaults
-        agent = self._definition(agent_id)
+        agent = self._definition(agent_id, stored)
         providers = self.config.providers.all()
         provider_name = (agent and agent.provider) or self.config.providers.default
+        if provider_name not in providers:  # a stored agent naming a provider since removed
+            log.warning(
+                "agent.unknown_provider",
+                agent_id=agent_id,
+                provider=provider_name,
+                using=self.config.providers.default,
+            )
+            provider_name = self.config.providers.default
+            agent = agent.model_copy(update={"model": None}) if agent else agent
         fallback_name = agent.fallback_provider if agent else None
+        if fallback_name and fallback_name not in providers:
+            log.warning("agent.unknown_provider", agent_id=agent_id, provider=fallback_name)
+            fallback_name = None
         fallback_model = (agent and agent.fallback_model) or (
             providers[fallback_name].model if fallback_name else None
         )
@@ -161,7 +250,7 @@ class AgentRouter:
             max_iterations=(agent and agent.max_iterations) or defaults.max_iterations,
             context_window=(agent and agent.context_window) or defaults.context_window,
             max_message_chars=defaults.max_message_chars,
-            history_limit=defaults.history_limit,
+            history_limit=(agent and agent.history_limit) or defaults.history_limit,
             system_prompt=(agent and agent.system_prompt) or defaults.system_prompt,
             max_tokens=providers[provider_name].max_tokens,
             stream=defaults.stream,
@@ -169,22 +258,62 @@ class AgentRouter:
             max_parallel_tools=defaults.max_parallel_tools,
             fallback_provider=fallback_name,
             fallback_model=fallback_model,
+            **context_settings(defaults, agent),
         )
 
     def get(self, agent_id: str) -> Loop:
-        """The agent's loop; raises :class:`UnknownAgent` for an id nobody defined."""
+        """The agent's loop from config.yaml and :meth:`define` only (no database); raises
+        :class:`UnknownAgent` for an id nobody defined. With an agent store, use :meth:`resolve`."""
         now = self._clock()
         cached = self._cache.get(agent_id)
         if cached is not None and now < cached.expires_at:
             return cached.loop
+        if self.agent_store is not None:
+            raise RuntimeError("the router has an agent store: use `await router.resolve(id)`")
         if cached is not None:
             self._retire(cached.loop)
         loop = self._resolve(agent_id)
         self._cache[agent_id] = _Cached(loop, now + self.ttl)
         return loop
 
-    def _resolve(self, agent_id: str) -> Loop:
-        settings = self.settings(agent_id)
+    async def resolve(self, agent_id: str) -> Loop:
+        """The agent's loop: cached, else built from config.yaml, the database and
+        :meth:`define`. Raises :class:`UnknownAgent` (naming the configured and stored agents)
+        for an id none of them defines.
+
+        When the database fails and an expired loop of the agent is cached, that loop keeps
+        serving (``agent.store_unavailable`` is logged) until the database answers again.
+        """
+        cached = self._cache.get(agent_id)
+        if cached is not None and self._clock() < cached.expires_at:
+            return cached.loop
+        async with self._locks.setdefault(agent_id, asyncio.Lock()):
+            now = self._clock()
+            cached = self._cache.get(agent_id)
+            if cached is not None and now < cached.expires_at:
+                return cached.loop  # resolved by a concurrent caller while we waited
+            stored: AgentConfig | None = None
+            if self.agent_store is not None:
+                try:
+                    row = await self.agent_store.get(agent_id)
+                except Exception as exc:
+                    if cached is None:
+                        raise
+                    log.warning("agent.store_unavailable", agent_id=agent_id, error=str(exc))
+                    return cached.loop
+                stored = row.agent if row is not None else None
+            if agent_id not in self.agent_ids and stored is None:
+                if cached is not None:  # deleted from the database since it was cached
+                    self._retire(self._cache.pop(agent_id).loop)
+                raise UnknownAgent(agent_id, self.agent_ids, await self.stored_ids())
+            loop = self._resolve(agent_id, stored)
+            if cached is not None:
+                self._retire(cached.loop)
+            self._cache[agent_id] = _Cached(loop, now + self.ttl)
+            return loop
+
+    def _resolve(self, agent_id: str, stored: AgentConfig | None = None) -> Loop:
+        settings = self.settings(agent_id, stored)
         tools = self.tools.clone()
         for tool in self._agent_tools.get(agent_id, ()):
             tools.register(tool)
@@ -220,3 +349,34 @@ class AgentRouter:
     async def aclose(self) -> None:
         for provider in self._providers.values():
             await provider.aclose()
+
+
+def context_settings(defaults: AgentDefaults, agent: AgentConfig | None) -> dict[str, Any]:
+    """Issue-5 settings (prompt, guard, pruning, compaction): per-agent keys over defaults."""
+    pruning, compaction = defaults.context_pruning, defaults.compaction
+    if agent and agent.context_pruning:
+        pruning = pruning.model_copy(update=agent.context_pruning.model_dump(exclude_unset=True))
+    if agent and agent.compaction:
+        update = agent.compaction.model_dump(exclude_unset=True)
+        flush = compaction.memory_flush
+        if "memory_flush" in update:
+            flush_update = agent.compaction.memory_flush.model_dump(exclude_unset=True)
+            update["memory_flush"] = flush.model_copy(update=flush_update)
+        compaction = compaction.model_copy(update=update)
+    flush_cfg = compaction.memory_flush
+    flush_kw = flush_cfg.model_dump(exclude={"prompt"})
+    if flush_cfg.prompt:
+        flush_kw["prompt"] = flush_cfg.prompt
+    return {
+        "agent_type": (agent and agent.agent_type) or defaults.agent_type,
+        "input_guard": (agent and agent.input_guard) or defaults.input_guard,
+        "context_file_max_chars": defaults.context_file_max_chars,
+        "bootstrap_templates": defaults.bootstrap_templates,
+        "owner_ids": tuple(agent.owner_ids if agent and agent.owner_ids else defaults.owner_ids),
+        "extra_context": (agent and agent.extra_context) or defaults.extra_context,
+        "pruning": PruningSettings(**pruning.model_dump()),
+        "compaction": CompactionSettings(
+            **compaction.model_dump(exclude={"memory_flush"}),
+            memory_flush=MemoryFlushSettings(**flush_kw),
+        ),
+    }

@@ -25,6 +25,7 @@ from bot.platforms import PlatformDeps, build_platform_channels
 from bot.run_registry import LocalRunRegistry
 from bot.storage import (
     Database,
+    SqlAgentStore,
     SqlChannelState,
     SqlDedupeStore,
     SqlSessionStore,
@@ -72,8 +73,10 @@ class Loopgate:
             traces=SqlTraceStore(self._db),
             events=self.events,
             providers=self._providers,
+            agent_store=SqlAgentStore(self._db),
         )
         self._stack.push_async_callback(router.aclose)
+        await self._warn_unknown_agents(router)
         dedupe = SqlDedupeStore(self._db)
         self._start_background(run_periodically("dedupe.prune", dedupe.prune))
         gateway = Gateway(
@@ -90,6 +93,18 @@ class Loopgate:
         for channel in self._channels():
             await self._start_channel(channel)
         log.info("loopgate.started", channels=sorted(gateway.channels), db=self._db.safe_url)
+
+    async def _warn_unknown_agents(self, router: AgentRouter) -> None:
+        """Agents named by agents.default / channels.<name>.agent that nobody defines: their
+        messages get ``bot.unknown_agent_reply`` until one is added (config or ``agents set``)."""
+        known = {*router.agent_ids, *await router.stored_ids()}
+        channels = self.config.channels
+        named = {"agents.default": self.config.agents.default}
+        for name in ("telegram", "slack", "zalo"):
+            named[f"channels.{name}.agent"] = getattr(channels, name).agent or ""
+        for key, agent_id in named.items():
+            if agent_id and agent_id not in known:
+                log.warning("agent.unknown", key=key, agent_id=agent_id, known=sorted(known))
 
     def _start_background(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bot import agents_cli
 from bot.config import Config, ConfigFileError, load_config
 from bot.logging_setup import configure_logging
 
@@ -29,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", parents=[common], help="chat with the agent in this terminal")
     chat.add_argument("-m", "--message", help="send one message, print the reply and exit")
     sub.add_parser("check-config", parents=[common], help="validate the configuration and exit")
+    prompt = sub.add_parser("prompt", parents=[common], help="print an agent's system prompt")
+    prompt.add_argument("--agent", default=None, help="agent id (default: agents.default)")
+    prompt.add_argument("--channel", default="telegram")
+    prompt.add_argument("--chat-type", choices=["direct", "group"], default="direct")
+    prompt.add_argument("--user", default="preview-user", help="user id whose workspace is used")
+    prompt.add_argument("--mode", choices=["full", "minimal"], default="full")
     traces = sub.add_parser("traces", parents=[common], help="print recent run traces as trees")
     traces.add_argument("--session", metavar="KEY", help="only traces of this session key")
     traces.add_argument("--last", type=int, default=10, metavar="N", help="how many (default 10)")
@@ -37,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     pairing_sub.add_parser("list", parents=[common], help="show pending pairing codes")
     approve = pairing_sub.add_parser("approve", parents=[common], help="approve a pairing code")
     approve.add_argument("code", help="the 8-character code the user received")
+    agents_cli.add_parser(sub, common)
     return parser
 
 
@@ -107,9 +115,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check-config":
         print(f"configuration OK ({args.config or 'config.yaml or built-in defaults'})")
         return 0
+    if args.command == "prompt":
+        from bot.prompt_cli import render_prompt
+
+        agent = args.agent or config.agents.default
+        print(
+            render_prompt(
+                config,
+                agent,
+                channel=args.channel,
+                chat_type=args.chat_type,
+                user_id=args.user,
+                mode=args.mode,
+            )
+        )
+        return 0
     if args.command == "pairing":
         configure_logging("warning", config.logging.format)
         return asyncio.run(_pairing(config, args.pairing_command, getattr(args, "code", "")))
+    if args.command == "agents":
+        configure_logging("warning", config.logging.format)
+        return agents_cli.run(config, args)
     if args.command == "traces":
         from bot.traces_cli import print_traces
 

@@ -95,6 +95,49 @@ class ProvidersConfig(BaseModel):
         return {"openai": self.openai, **extra}
 
 
+class ContextPruningConfig(_Model):
+    """Context pruning (agent-loop spec section 6); ``mode: off`` disables it."""
+
+    mode: Literal["", "cache-ttl", "off"] = ""
+    keep_last_assistants: int = Field(3, ge=0)
+    soft_trim_ratio: float = Field(0.3, gt=0, le=1)
+    hard_clear_ratio: float = Field(0.5, gt=0, le=1)
+    soft_trim_max_chars: int = Field(6_000, ge=100)
+    soft_trim_keep_chars: int = Field(3_000, ge=10)
+    min_prunable_tool_chars: int = Field(50_000, ge=0)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML 1.1 reads a bare ``off`` as False
+
+
+class MemoryFlushConfig(_Model):
+    """The memory-saving agent turn before post-run compaction (spec section 8)."""
+
+    enabled: bool = True
+    max_iterations: int = Field(5, ge=1, le=50)
+    timeout: float = Field(90.0, gt=0)
+    window: int = Field(10, ge=1)
+    prompt: str | None = None
+    """Default: the spec's "Pre-compaction memory flush. ..." prompt."""
+
+
+class CompactionConfig(_Model):
+    """Mid-loop and post-run compaction (spec section 7)."""
+
+    enabled: bool = True
+    threshold: float = Field(0.75, gt=0, le=1)
+    max_history_share: float | None = Field(None, gt=0, le=1)
+    min_messages: int = Field(50, ge=2)
+    keep_last: int = Field(4, ge=0)
+    mid_loop_summarize_share: float = Field(0.7, gt=0, lt=1)
+    summary_temperature: float = Field(0.3, ge=0, le=2)
+    summary_max_tokens: int = Field(1024, ge=16)
+    summary_timeout: float = Field(120.0, gt=0)
+    memory_flush: MemoryFlushConfig = Field(default_factory=MemoryFlushConfig)
+
+
 class AgentDefaults(_Model):
     max_iterations: int = Field(20, ge=1, le=200)
     context_window: int = Field(200_000, ge=1000)
@@ -108,6 +151,19 @@ class AgentDefaults(_Model):
     """Tool calls one run may make over all its iterations; later calls get an error result."""
     max_parallel_tools: int = Field(4, ge=1, le=64)
     """How many read-only tool calls of one batch run at once."""
+    agent_type: Literal["open", "predefined"] = "open"
+    """``open``: per-user bootstrap files; ``predefined``: agent-level files + per-user USER.md."""
+    input_guard: Literal["off", "log", "warn", "block"] = "warn"
+    """Prompt-injection scan of user messages; ``block`` refuses them without a model call."""
+    context_file_max_chars: int = Field(20_000, ge=0)
+    """Characters of one bootstrap file (AGENTS.md, MEMORY.md...) put in the prompt."""
+    bootstrap_templates: Path | None = None
+    """Folder whose AGENTS.md, SOUL.md... replace the built-in templates for new workspaces."""
+    owner_ids: list[str] = Field(default_factory=list)
+    extra_context: str = ""
+    """Added to every system prompt inside ``<extra_context>``."""
+    context_pruning: ContextPruningConfig = Field(default_factory=ContextPruningConfig)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
 
 
 class AgentConfig(_Model):
@@ -125,6 +181,15 @@ class AgentConfig(_Model):
     fallback_model: str | None = None
     """Model on the fallback provider; default: that provider's ``model``."""
     max_tool_calls: int | None = Field(None, ge=1)
+    agent_type: Literal["open", "predefined"] | None = None
+    input_guard: Literal["off", "log", "warn", "block"] | None = None
+    history_limit: int | None = Field(None, ge=1)
+    owner_ids: list[str] | None = None
+    extra_context: str | None = None
+    context_pruning: ContextPruningConfig | None = None
+    """Keys set here override ``agents.defaults.context_pruning`` one by one."""
+    compaction: CompactionConfig | None = None
+    """Keys set here override ``agents.defaults.compaction`` one by one."""
 
 
 class AgentsConfig(_Model):
@@ -148,6 +213,11 @@ class BotConfig(_Model):
     stop_reply: str = "Stopped."
     nothing_to_stop_reply: str = "Nothing to stop."
     not_allowed_reply: str = "Only the person who asked or an admin can stop this."
+    unknown_agent_reply: str = (
+        "This chat is linked to an agent that does not exist (any more). "
+        "Please tell the bot's operator."
+    )
+    """Sent (unless ``silent_errors``) when the chat's agent is neither configured nor stored."""
     typing_interval: float = Field(4.0, gt=0)
     typing_ttl: float = Field(120.0, gt=0)
     reactions: bool = True
@@ -316,7 +386,8 @@ class Config(_Model):
         if ch.zalo.mode == "webhook":
             problems += ch.zalo._require("zalo", "webhook_url", "webhook_secret")
         providers = self.providers.all()
-        agent_ids = {a.id for a in self.agents.list} | {"main"}
+        # agents.default and channels.<name>.agent may also name agents stored in the database
+        # (``loopgate agents set``), unknown here: start-up logs ``agent.unknown`` for those.
         for i, agent in enumerate(self.agents.list):
             for key in ("provider", "fallback_provider"):
                 name = getattr(agent, key)
@@ -325,12 +396,6 @@ class Config(_Model):
                         f"agents.list.{i}.{key}: unknown provider {name!r} "
                         f"(defined: {', '.join(sorted(providers))})"
                     )
-        if self.agents.default not in agent_ids:
-            problems.append(f"agents.default: unknown agent {self.agents.default!r}")
-        for name in ("telegram", "slack", "zalo"):
-            agent = getattr(ch, name).agent
-            if agent and agent not in agent_ids:
-                problems.append(f"channels.{name}.agent: unknown agent {agent!r}")
         return problems
 
 

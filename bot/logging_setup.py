@@ -8,6 +8,20 @@ import sys
 import structlog
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is now, not the stream at configuration time.
+
+    Test runners and daemonizers swap ``sys.stderr``; a logger holding the old, closed stream
+    would fail with "I/O operation on closed file".
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "info", fmt: str = "console") -> None:
     numeric = logging.getLevelNamesMapping()[level.upper()]
     renderer: structlog.typing.Processor = (
@@ -24,7 +38,7 @@ def configure_logging(level: str = "info", fmt: str = "console") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     # Libraries (uvicorn, httpx, sqlalchemy) log through stdlib logging.

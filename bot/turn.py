@@ -9,7 +9,7 @@ import structlog
 
 from agent_core import Event, EventBus, EventType, RunRequest, RunResult, RunStatus
 from agent_core.events import Subscriber
-from bot.agents import AgentRouter
+from bot.agents import AgentRouter, UnknownAgent
 from bot.config import BotConfig
 from bot.delivery import deliver, send_with_retry
 from bot.reactions import ReactionState, StatusReactions
@@ -18,6 +18,8 @@ from bot.typing_indicator import TypingIndicator
 from channels import Channel, InboundMessage
 
 log = structlog.get_logger(__name__)
+
+UNKNOWN_AGENT = "unknown_agent"  # RunResult.error when the job's agent can't be resolved
 
 
 @dataclass(eq=False)
@@ -87,7 +89,12 @@ class TurnRunner:
 
     async def _run(self, job: Job) -> RunResult:
         msg = job.message
-        loop = self.router.get(job.agent_id)
+        try:
+            loop = await self.router.resolve(job.agent_id)
+        except UnknownAgent as exc:
+            # e.g. channels.<name>.agent names an agent deleted from the database.
+            log.error("run.unknown_agent", run_id=job.run_id, agent_id=job.agent_id, error=str(exc))
+            return RunResult(run_id=job.run_id, status=RunStatus.FAILED, error=UNKNOWN_AGENT)
         request = RunRequest(
             session_key=job.session_key,
             message=msg.text,
@@ -107,7 +114,9 @@ class TurnRunner:
             # The user gets a short apology; the details are in the log and the trace.
             log.warning("run.error_reply", run_id=job.run_id, error=result.error)
             if not self.config.silent_errors:
-                await send_with_retry(channel, msg.chat, self.config.error_reply, reply_to=reply_to)
+                unknown = result.error == UNKNOWN_AGENT
+                reply = self.config.unknown_agent_reply if unknown else self.config.error_reply
+                await send_with_retry(channel, msg.chat, reply, reply_to=reply_to)
             return
         if result.silent:
             log.info("run.no_reply", run_id=job.run_id, session_key=job.session_key)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from agent_core import RunResult
 from bot.app import Loopgate
@@ -17,6 +18,13 @@ from bot.config import Config, parse_config
 from channels import ChatRef, ChatType, InboundMessage, Sender
 from channels.local import LocalChannel, Outbound
 from tests.fakes.llm_server import FakeLLM
+
+
+@pytest.fixture(autouse=True)
+def _reset_logging() -> Iterator[None]:
+    """Tests that run the CLI in-process configure structlog; don't leak that to later tests."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture

@@ -270,9 +270,9 @@ class TestConversation:
     ) -> None:
         await bot.event(message_event("<@UBOT> hi from a bot", channel="D1", bot_id="BOTHER"))
         await bot.event(message_event("my own words", channel="D1", user="UBOT"))
-        await bot.event(
-            message_event("x", channel="D1", subtype="bot_message", bot_id="B2", user=None)
-        )
+        bot_post = message_event("x", channel="D1", subtype="bot_message", bot_id="B2")
+        del bot_post["user"]  # bot_message events carry no user
+        await bot.event(bot_post)
         await bot.event(
             {
                 "type": "message",
@@ -300,6 +300,26 @@ class TestConversation:
         sent = llm.chat_requests[0].messages[-1]["content"]
         assert sent.startswith("see attached\n")
         assert "report.pdf (application/pdf)" in sent and "can't be read" in sent
+
+
+class TestReplyInThreadOff:
+    async def test_channel_answers_go_top_level(
+        self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack
+    ) -> None:
+        app, http = await start_bot(tmp_path, llm, slack, "http", reply_in_thread=False)
+        try:
+            bot = Bot(app, slack, "http", http, EventSender(http, slack.signing_secret))
+            await bot.event(message_event("<@UBOT> one", channel="C1"))
+            await slack.wait_for(lambda: slack.posts)
+            await bot.event(message_event("<@UBOT> two", channel="C1"))
+            await slack.wait_for(lambda: len(slack.posts) == 2)
+            assert [(p.channel, p.thread_ts) for p in slack.posts] == [("C1", None)] * 2
+            # Without threads the channel is one conversation: "one" is history for "two".
+            contents = [m["content"] for m in llm.chat_requests[1].messages]
+            assert "one" in contents and contents[-1] == "two"
+        finally:
+            await http.aclose()
+            await app.aclose()
 
 
 class TestExactlyOnce:

@@ -4,6 +4,7 @@
 :class:`Database`.
 """
 
+from bot.storage.agents import SqlAgentStore, StoredAgent
 from bot.storage.db import DEFAULT_DATABASE_URL, Database, head_revision, open_database
 from bot.storage.errors import SessionNotFound, StorageError
 from bot.storage.sessions import SessionInfo, SqlSessionStore
@@ -15,11 +16,13 @@ __all__ = [
     "Database",
     "SessionInfo",
     "SessionNotFound",
+    "SqlAgentStore",
     "SqlChannelState",
     "SqlDedupeStore",
     "SqlSessionStore",
     "SqlTraceStore",
     "StorageError",
+    "StoredAgent",
     "head_revision",
     "open_database",
 ]

@@ -182,3 +182,23 @@ class ProcessedMessageRow(Base):
 
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class AgentRow(Base):
+    """An agent defined at run time (``loopgate agents set``); NULL columns mean "not set here",
+    so config.yaml or ``agents.defaults`` decide. ``settings`` holds the other agent keys."""
+
+    __tablename__ = "agents"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    provider: Mapped[str | None] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(255))
+    system_prompt: Mapped[str | None] = mapped_column(Text())
+    max_iterations: Mapped[int | None] = mapped_column(Integer())
+    context_window: Mapped[int | None] = mapped_column(Integer())
+    workspace: Mapped[str | None] = mapped_column(Text())
+    fallback_provider: Mapped[str | None] = mapped_column(String(64))
+    fallback_model: Mapped[str | None] = mapped_column(String(255))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON(), default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Coroutine
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import structlog
 from slack_bolt.adapter.socket_mode.async_internals import (
@@ -64,11 +65,14 @@ from channels.slack.socket import FailFastSocketModeClient
 from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
 
 log = structlog.get_logger(__name__)
+K = TypeVar("K")
+V = TypeVar("V")
 
 MAX_CHARS = 4000  # Slack truncates longer text; 4,000 keeps one message one message
 STATUS_GRACE = 0.3  # a removed reaction followed by no new one within this is the run's end
 THREAD_FETCH_LIMIT = 50
 COMMANDS = ("/stop", "/stopall")
+RECENT_KEYS = 20_000  # in-memory dedupe window (events and posts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +105,36 @@ class _Status:
     text: str
     expiry: asyncio.Task[None] | None = None
     pending_clear: asyncio.Task[None] | None = None
+
+
+class _Bounded(OrderedDict[K, V]):
+    """A dict that forgets its least recently written entries beyond ``limit``."""
+
+    def __init__(self, limit: int = RECENT_KEYS) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        if len(self) > self.limit:
+            self.popitem(last=False)
+
+
+class _RecentKeys:
+    """Bounded memory of recently seen keys (insertion order = age)."""
+
+    def __init__(self, limit: int = RECENT_KEYS) -> None:
+        self.limit = limit
+        self._keys: OrderedDict[str, None] = OrderedDict()
+
+    def seen(self, key: str) -> bool:
+        if key in self._keys:
+            return True
+        self._keys[key] = None
+        if len(self._keys) > self.limit:
+            self._keys.popitem(last=False)
+        return False
 
 
 def _thread_key(chat: ChatRef) -> tuple[str, str] | None:
@@ -148,11 +182,12 @@ class SlackChannel:
         self._handler: InboundHandler | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._statuses: dict[tuple[str, str], _Status] = {}
-        self._status_off: set[tuple[str, str]] = set()
+        self._status_off: _Bounded[tuple[str, str], bool] = _Bounded()
         self._status_disabled = not settings.assistant_status
-        self._threads: set[tuple[str, str]] = set()  # threads the bot takes part in
-        self._latest_thread: dict[tuple[str, str], str] = {}  # (channel, user) → thread_ts
-        self._admins: dict[str, tuple[bool, float]] = {}
+        self._threads: _Bounded[tuple[str, str], bool] = _Bounded()  # threads we take part in
+        self._latest_thread: _Bounded[tuple[str, str], str] = _Bounded()  # (channel, user) → ts
+        self._admins: _Bounded[str, tuple[bool, float]] = _Bounded()
+        self._recent = _RecentKeys()
         self.app = self._build_app()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -327,11 +362,16 @@ class SlackChannel:
         if not user or not channel_id or not ts:
             return None
         event_id = str(body.get("event_id") or "")
+        # Retries repeat the event_id; the message + app_mention pair of one post share
+        # channel:ts. Memory answers the common case at no cost; the persisted event_id and the
+        # gateway's persisted ``slack:<channel>:<ts>`` key make a restart no replay.
+        post_key = f"{channel_id}:{ts}"
+        repeated_event = bool(event_id) and self._recent.seen(f"event:{event_id}")
+        if repeated_event or self._recent.seen(f"post:{post_key}"):
+            log.info("slack.duplicate", event_id=event_id, post=post_key)
+            return None
         if event_id and await self.seen.seen(f"{self.name}:event:{event_id}"):
             log.info("slack.duplicate_event", event_id=event_id)
-            return None
-        if await self.seen.seen(f"{self.name}:post:{channel_id}:{ts}"):
-            log.info("slack.duplicate_post", channel=channel_id, ts=ts, event_id=event_id)
             return None
 
         chat_type = chat_type_of(event, channel_id)
@@ -357,7 +397,7 @@ class SlackChannel:
             else:
                 thread_id = ts if self.settings.reply_in_thread else None
             if addressed and thread_id is not None:
-                self._threads.add((channel_id, thread_id))
+                self._threads[(channel_id, thread_id)] = True
                 self._latest_thread[(channel_id, user)] = thread_id
 
         return InboundMessage(
@@ -407,7 +447,7 @@ class SlackChannel:
         )
         mentioned = parent_text is not None and mentions(parent_text, self.bot_user_id)
         if ours or mentioned:
-            self._threads.add((channel_id, thread_ts))
+            self._threads[(channel_id, thread_ts)] = True
         return parent_text, known or ours or mentioned
 
     async def _process_command(self, command: dict[str, Any]) -> None:
@@ -452,7 +492,7 @@ class SlackChannel:
         with translate_slack_errors("chat.postMessage"):
             response = await self.client.chat_postMessage(**kwargs)
         if thread_ts:
-            self._threads.add((chat.chat_id, thread_ts))
+            self._threads[(chat.chat_id, thread_ts)] = True
             # Slack clears the assistant status itself when the app replies in the thread.
             self._forget_status((chat.chat_id, thread_ts))
         return MessageRef(chat=chat, message_id=str(response.get("ts") or ""))
@@ -534,7 +574,7 @@ class SlackChannel:
             if code in ("missing_scope", "not_allowed_token_type", "unknown_method"):
                 self._status_disabled = True  # not for this app at all
             else:
-                self._status_off.add(key)  # not an assistant thread, say
+                self._status_off[key] = True  # not an assistant thread, say
             log.info("slack.status_unavailable", error=code, channel=channel_id)
             return False
         except Exception as exc:

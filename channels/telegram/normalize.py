@@ -201,7 +201,8 @@ def _wrap(
         return f"`{raw}`"
     if kind == MessageEntity.PRE:
         fence = "````" if "```" in raw else "```"
-        return f"{fence}{entity.language or ''}\n{raw.strip(chr(10))}\n{fence}"
+        tail = "\n" if raw.endswith("\n") else ""
+        return f"{fence}{entity.language or ''}\n{raw.strip(chr(10))}\n{fence}{tail}"
     if kind in (MessageEntity.BLOCKQUOTE, MessageEntity.EXPANDABLE_BLOCKQUOTE):
         return "\n".join(f"> {line}" if line else ">" for line in content.split("\n"))
     markers = {

@@ -1,0 +1,83 @@
+"""``loopgate prompt``: print the system prompt an agent would get, with section markers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from agent_core import EventBus, MemoryStore, RunRequest
+from agent_core.bootstrap import (
+    AGENT_LEVEL_FILES,
+    MINIMAL_FILES,
+    STANDARD_FILES,
+    USER_MD,
+    AgentType,
+    ContextFile,
+    PromptMode,
+    Workspaces,
+    truncate_for_prompt,
+)
+from agent_core.prompt import PromptContext, find_skills, render_with_markers
+from bot.agents import AgentRouter
+from bot.config import Config
+
+
+def preview_files(workspaces: Workspaces, user_id: str, mode: PromptMode) -> list[ContextFile]:
+    """The user's files when their workspace exists, else what a first chat would seed.
+
+    Nothing is written: previewing must not seed a workspace.
+    """
+    if workspaces.user_dir(user_id).exists():
+        return workspaces.context_files(user_id, mode)
+    names = MINIMAL_FILES if mode is PromptMode.MINIMAL else STANDARD_FILES
+    files = []
+    for name in names:
+        agent_level = workspaces.agent_type is AgentType.PREDEFINED and name in AGENT_LEVEL_FILES
+        path = (workspaces.agent_dir() if agent_level else workspaces.user_dir(user_id)) / name
+        if workspaces.agent_type is AgentType.PREDEFINED and not agent_level and name != USER_MD:
+            continue
+        text = path.read_text(encoding="utf-8") if path.is_file() else workspaces.template(name)
+        content, cut = truncate_for_prompt(name, text, workspaces.max_chars)
+        files.append(ContextFile(name, content, path, cut))
+    return files
+
+
+def render_prompt(
+    config: Config,
+    agent_id: str,
+    *,
+    channel: str,
+    chat_type: str,
+    user_id: str = "preview-user",
+    mode: str = "full",
+) -> str:
+    store = MemoryStore()
+    router = AgentRouter(config, store=store, traces=store, events=EventBus())
+    settings = router.settings(agent_id)
+    prompt_mode = PromptMode(mode)
+    workspaces = Workspaces(
+        settings.workspace,
+        settings.id,
+        settings.agent_type,
+        templates_dir=settings.bootstrap_templates,
+        max_chars=settings.context_file_max_chars,
+    )
+    request = RunRequest(
+        session_key=f"agent:{agent_id}:{channel}:{chat_type}:preview",
+        message="",
+        user_id=user_id,
+        agent_id=agent_id,
+        channel=channel,
+        chat_type=chat_type,
+    )
+    workspace = workspaces.user_dir(user_id)
+    ctx = PromptContext(
+        settings,
+        request,
+        router.tools,
+        workspace,
+        datetime.now(UTC),
+        mode=prompt_mode,
+        files=tuple(preview_files(workspaces, user_id, prompt_mode)),
+        skills=find_skills(workspace),
+    )
+    return render_with_markers(ctx)
