@@ -147,7 +147,7 @@ class PairingStore:
         return None
 
     async def _delete(self, channel: str, key: str) -> None:
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             await s.execute(
                 delete(ChannelStateRow).where(
                     ChannelStateRow.channel == channel, ChannelStateRow.key == key

@@ -72,13 +72,13 @@ class SqlAgentStore:
             index_elements=[AgentRow.id],
             set_={**{k: getattr(stmt.excluded, k) for k in values}, "updated_at": now},
         )
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             await s.execute(stmt)
         log.info("agent.stored", agent_id=agent.id)
 
     async def delete(self, agent_id: str) -> bool:
         """Remove the agent; False when it was not stored."""
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             result = await s.execute(delete(AgentRow).where(AgentRow.id == agent_id))
         removed: int = result.rowcount  # type: ignore[attr-defined]
         if removed:

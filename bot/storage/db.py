@@ -5,8 +5,11 @@ The same code runs on SQLite (aiosqlite, the default) and Postgres (asyncpg).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -53,6 +56,20 @@ class Database:
     def __init__(self, engine: AsyncEngine, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
         self.engine = engine
         self.sessionmaker = sessionmaker
+        # SQLite allows one writer at a time. Queueing writers here, in the event loop, is
+        # cheaper and fairer than letting them collide on the file lock, where SQLite's busy
+        # handler backs off in sleeps of up to 100 ms. Readers are not queued (WAL).
+        self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """A session in a transaction, for writes; committed on success, rolled back on error."""
+        if self._write_lock is None:
+            async with self.sessionmaker.begin() as session:
+                yield session
+            return
+        async with self._write_lock, self.sessionmaker.begin() as session:
+            yield session
 
     @property
     def dialect(self) -> str:
@@ -146,10 +163,9 @@ def _create_engine(url: URL, schema: str | None) -> AsyncEngine:
         else:
             if url.database and not url.database.startswith("file:"):
                 Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            # SQLite has one writer at a time. Several pooled connections only fight over the
-            # file lock, and SQLite's busy handler backs off in sleeps of up to 100 ms; one
-            # connection queues them in our process instead, with no sleeping.
-            kwargs.update(pool_size=1, max_overflow=0, pool_timeout=60)
+            # Writers are queued by Database.write(); a few connections let reads go on
+            # meanwhile (WAL), and busy_timeout covers writers in other processes.
+            kwargs.update(pool_size=5, max_overflow=5)
     else:
         # Fail start-up within seconds on an unreachable host instead of asyncpg's 60 s, and
         # replace connections a server restart has closed instead of failing one request.

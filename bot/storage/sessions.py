@@ -97,7 +97,7 @@ class SqlSessionStore:
             },
         )
         rows = [_to_row(session_key, run_id, m, now) for m in messages]
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             await s.execute(upsert)
             if rows:
                 await s.execute(insert(MessageRow), rows)
@@ -113,7 +113,7 @@ class SqlSessionStore:
 
         Returns how many messages were deleted.
         """
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             result = await s.execute(
                 delete(MessageRow).where(MessageRow.session_key == session_key)
             )
@@ -135,7 +135,7 @@ class SqlSessionStore:
         if keep_last < 0:
             raise ValueError("keep_last must be >= 0")
         now = utcnow()
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             # Write first: on SQLite this takes the write lock before the reads below, so a
             # concurrent writer makes us wait (busy_timeout) instead of failing the upgrade.
             touched = await s.execute(

@@ -41,7 +41,7 @@ class SqlChannelState:
             index_elements=[ChannelStateRow.channel, ChannelStateRow.key],
             set_={"value": stmt.excluded.value, "updated_at": now},
         )
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             await s.execute(stmt)
 
 
@@ -62,7 +62,7 @@ class SqlDedupeStore:
             .values(key=_fit(key), created_at=utcnow())
             .on_conflict_do_nothing(index_elements=[ProcessedMessageRow.key])
         )
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             result = await s.execute(stmt)
         inserted: int = result.rowcount  # type: ignore[attr-defined]
         return inserted == 0
@@ -70,7 +70,7 @@ class SqlDedupeStore:
     async def prune(self) -> int:
         """Delete entries older than the TTL; returns how many."""
         cutoff = utcnow() - self.ttl
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             result = await s.execute(
                 delete(ProcessedMessageRow).where(ProcessedMessageRow.created_at < cutoff)
             )

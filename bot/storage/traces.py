@@ -39,7 +39,7 @@ class SqlTraceStore:
             input_preview=clean(str(preview)) if preview is not None else None,
         )
         spans = [_span_row(trace.id, i, span) for i, span in enumerate(trace.spans)]
-        async with self._db.sessionmaker.begin() as s:
+        async with self._db.write() as s:
             # Saving twice (e.g. a retry after a timeout) must not fail on the primary key.
             await s.execute(delete(SpanRow).where(SpanRow.trace_id == trace.id))
             await s.execute(delete(TraceRow).where(TraceRow.id == trace.id))

@@ -392,9 +392,9 @@ class TelegramChannel:
             return self._migrated[chat_id]
         if chat_id.startswith("-") and not chat_id.startswith("-100"):  # only basic groups move
             new = await self._state.get(self.name, f"migrated:{chat_id}")
-            if new:
-                self._migrated[chat_id] = new
-                return new
+            # Remember "not migrated" too: typing refreshes call this every few seconds.
+            self._migrated[chat_id] = new or chat_id
+            return self._migrated[chat_id]
         return chat_id
 
     async def _remember_migration(self, old: str, new: str) -> None:
