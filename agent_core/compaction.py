@@ -211,6 +211,11 @@ class Compactor:
         by_count = message_count > self.settings.min_messages
         return by_count or tokens > context_window * self.settings.trigger_share
 
+    @property
+    def pending(self) -> bool:
+        """Background compactions are still running."""
+        return bool(self._tasks)
+
     def is_compacting(self, session_key: str) -> bool:
         return session_key in self._active
 

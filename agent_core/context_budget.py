@@ -24,8 +24,9 @@ from agent_core.providers.base import Provider
 from agent_core.pruning import prune_context
 from agent_core.run import RunRequest
 from agent_core.settings import AgentSettings
-from agent_core.store import SessionStore
+from agent_core.store import SessionStore, TraceStore
 from agent_core.tokens import TokenCounter, get_encoder
+from agent_core.tracing import SpanKind, Trace, new_trace
 
 log = structlog.get_logger(__name__)
 
@@ -53,8 +54,10 @@ class ContextBudget:
         provider: Provider,
         store: SessionStore,
         workspaces: Workspaces,
+        traces: TraceStore | None = None,
     ) -> None:
         self.settings = settings
+        self.traces = traces  # post-run compactions are saved as traces of their own
         self.provider = provider
         self.store = store
         self.workspaces = workspaces
@@ -112,11 +115,15 @@ class ContextBudget:
             return False
         workspace = self.workspaces.user_dir(request.user_id)
 
+        trace = new_trace(f"{request.run_id}:compaction", request.session_key, self.settings.id)
+        trace.root.attributes.update(kind="post_run_compaction", run_id=request.run_id)
+
         async def flush(messages: list[Message]) -> None:
+            span = trace.start_span(SpanKind.EVENT, "memory_flush", messages=len(messages))
             files = await asyncio.to_thread(
                 self.workspaces.context_files, request.user_id, PromptMode.MINIMAL
             )
-            await run_memory_flush(
+            result = await run_memory_flush(
                 provider=self.provider,
                 settings=self.settings,
                 request=request,
@@ -124,19 +131,57 @@ class ContextBudget:
                 messages=messages,
                 files=files,
             )
-
-        async def work() -> None:
-            await compact_session(
-                self.store,
-                request.session_key,
-                self.provider,
-                self.settings.model,
-                self.settings.compaction,
-                flush=flush,
-                flushed=self._flushed,
+            if result.usage is not None:
+                trace.input_tokens += result.usage.input_tokens
+                trace.output_tokens += result.usage.output_tokens
+            span.end(
+                error=bool(result.error or result.timed_out),
+                iterations=result.iterations,
+                tool_calls=result.tool_calls,
+                silent=result.silent,
+                timed_out=result.timed_out,
+                reason=result.error,
             )
 
+        async def work() -> None:
+            span = trace.start_span(SpanKind.EVENT, "post_run_compaction")
+            try:
+                removed = await compact_session(
+                    self.store,
+                    request.session_key,
+                    self.provider,
+                    self.settings.model,
+                    self.settings.compaction,
+                    flush=flush,
+                    flushed=self._flushed,
+                )
+            except NotCompacted as exc:
+                span.end(compacted=False, reason=str(exc))
+                trace.finish("not_compacted", error=str(exc))
+                raise
+            except asyncio.CancelledError:
+                span.end(error=True, compacted=False, reason="cancelled")
+                trace.finish("cancelled")
+                raise
+            except Exception as exc:
+                span.end(error=True, compacted=False, reason=str(exc)[:500])
+                trace.finish("error", error=f"{type(exc).__name__}: {exc}")
+                raise
+            else:
+                span.end(compacted=True, removed=removed)
+                trace.finish("completed", output=f"compacted: {removed} messages summarized")
+            finally:
+                await self._save_trace(trace)
+
         return self.compactor.try_start(request.session_key, work)
+
+    async def _save_trace(self, trace: Trace) -> None:
+        if self.traces is None:
+            return
+        try:
+            await self.traces.save_trace(trace)
+        except Exception:  # a trace is never worth failing compaction for
+            log.exception("trace.save_failed", trace_id=trace.id)
 
     def workspace_for(self, user_id: str) -> Path:
         return self.workspaces.user_dir(user_id)

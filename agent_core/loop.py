@@ -73,6 +73,7 @@ class _RunState:
 @dataclass(frozen=True, slots=True)
 class _Finish:
     content: str
+    status: RunStatus = RunStatus.COMPLETED
 
 
 class Loop:
@@ -108,7 +109,16 @@ class Loop:
             templates_dir=settings.bootstrap_templates,
             max_chars=settings.context_file_max_chars,
         )
-        self.context = ContextBudget(settings, provider, store, self.workspaces)
+        self.context = ContextBudget(settings, provider, store, self.workspaces, traces)
+
+    @property
+    def busy(self) -> bool:
+        """Runs or background compactions of this loop are in progress."""
+        return self.active_runs > 0 or self.context.compactor.pending
+
+    async def aclose(self) -> None:
+        """Cancel background compactions (shutdown); runs are the scheduler's business."""
+        await self.context.compactor.aclose()
 
     async def run(self, request: RunRequest) -> RunResult:
         self.active_runs += 1
@@ -221,7 +231,7 @@ class Loop:
                 state.iterations = iteration
                 step = await self._think_act_observe(state, iteration)
                 if isinstance(step, _Finish):
-                    return step.content, RunStatus.COMPLETED
+                    return step.content, step.status
             raise MaxIterationsExceeded(cap)
         except MaxIterationsExceeded as exc:
             log.warning("run.max_iterations", run_id=state.request.run_id, cap=exc.max_iterations)
@@ -270,7 +280,7 @@ class Loop:
         log.warning("run.context_budget_exceeded", run_id=state.request.run_id, tokens=fit.tokens)
         state.stop_reason = "context_budget_exceeded"
         state.trace.root.attributes["stop_reason"] = state.stop_reason
-        return _Finish(BUDGET_EXCEEDED_REPLY)
+        return _Finish(BUDGET_EXCEEDED_REPLY, RunStatus.BUDGET_EXCEEDED)
 
     async def _call_model(self, state: _RunState, iteration: int) -> ModelResponse:
         """One model call with retries; when it fails for good, the same on the fallback."""

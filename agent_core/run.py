@@ -15,6 +15,7 @@ NO_REPLY = "NO_REPLY"
 class RunStatus(enum.StrEnum):
     COMPLETED = "completed"
     MAX_ITERATIONS = "max_iterations"  # capped; content explains it to the user
+    BUDGET_EXCEEDED = "budget_exceeded"  # context still too big; content explains it
     CANCELLED = "cancelled"  # /stop or /stopall; nothing is delivered
     FAILED = "failed"
 

@@ -8,8 +8,9 @@ the numbers are a lower bound of what a dedicated process does.
 
     python benchmarks/slack_events.py [--events 3000] [--concurrency 32] [--kind channel|dm]
 
-``channel``: messages in a channel that don't mention the bot (verify, ack, persisted dedupe,
-normalize, gating; no run). ``dm``: every event is a DM that runs the agent and posts a reply.
+``channel``: messages in one channel that don't mention the bot (verify, ack, persisted dedupe,
+normalize, gating; no run). ``dm``: every event is a DM (its own conversation) that runs the
+agent and posts a reply.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ async def bench(events: int, concurrency: int, kind: str, workdir: Path) -> None
 
                 bodies = [
                     event_callback(
-                        message_event(f"event {i}", channel="D1" if kind == "dm" else "C1")
+                        message_event(f"event {i}", channel=f"D{i}" if kind == "dm" else "C1")
                     )
                     for i in range(events + 50)
                 ]

@@ -30,6 +30,7 @@ import structlog
 
 from agent_core import FILE_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegistry
 from agent_core.hooks import PreToolUseHook
+from agent_core.memory import MemoryIndex, memory_tools
 from agent_core.providers import AnthropicProvider, OfflineProvider, Provider
 from agent_core.providers.openai_compat import OpenAICompatProvider
 from agent_core.settings import CompactionSettings, MemoryFlushSettings, PruningSettings
@@ -123,15 +124,20 @@ class AgentRouter:
         ttl: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         agent_store: AgentStore | None = None,
+        memory_index: MemoryIndex | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
-        holds agents defined in the database (then use :meth:`resolve`, not :meth:`get`)."""
+        holds agents defined in the database (then use :meth:`resolve`, not :meth:`get`);
+        ``memory_index`` adds ``memory_search``/``memory_get`` to the default tools."""
         self.config = config
         self.store = store
         self.traces = traces
         self.events = events
         self.tools = tools if tools is not None else ToolRegistry.of(FILE_TOOLS)
+        if tools is None and memory_index is not None:
+            for tool in memory_tools(memory_index):  # its write_file also re-indexes memory
+                self.tools.register(tool)
         self.hooks = list(hooks)
         self.ttl = config.agents.cache_ttl if ttl is None else ttl
         self._clock = clock
@@ -332,8 +338,9 @@ class AgentRouter:
         )
 
     def _retire(self, loop: Loop) -> None:
-        self._retired = [old for old in self._retired if old.active_runs > 0]
-        if loop.active_runs > 0:
+        # Kept while runs or post-run compactions are in flight, so aclose can cancel them.
+        self._retired = [old for old in self._retired if old.busy]
+        if loop.busy:
             self._retired.append(loop)
 
     # -- observability -------------------------------------------------------------------------
@@ -347,6 +354,9 @@ class AgentRouter:
         return counts
 
     async def aclose(self) -> None:
+        # Background compactions first: they use the providers and the database.
+        for loop in [*(c.loop for c in self._cache.values()), *self._retired]:
+            await loop.aclose()
         for provider in self._providers.values():
             await provider.aclose()
 

@@ -32,6 +32,7 @@ from bot.storage import (
     SqlTraceStore,
     open_database,
 )
+from bot.storage.memory_index import SqlMemoryIndex
 from channels import Channel
 from channels.local import LocalChannel
 
@@ -74,6 +75,7 @@ class Loopgate:
             events=self.events,
             providers=self._providers,
             agent_store=SqlAgentStore(self._db),
+            memory_index=SqlMemoryIndex(self._db),
         )
         self._stack.push_async_callback(router.aclose)
         await self._warn_unknown_agents(router)

@@ -16,6 +16,7 @@ from agent_core.bootstrap import (
     Workspaces,
     truncate_for_prompt,
 )
+from agent_core.memory import FileStamp, MemoryHit
 from agent_core.prompt import PromptContext, find_skills, render_with_markers
 from bot.agents import AgentRouter
 from bot.config import Config
@@ -41,6 +42,19 @@ def preview_files(workspaces: Workspaces, user_id: str, mode: PromptMode) -> lis
     return files
 
 
+class _PreviewMemoryIndex:
+    """Never searched: lets the preview list the memory tools a served agent has."""
+
+    async def search(self, workspace_key: str, query: str, limit: int) -> list[MemoryHit]:
+        return []
+
+    async def stamps(self, workspace_key: str) -> dict[str, FileStamp]:
+        return {}
+
+    async def reindex(self, workspace_key: str, files: object, removed: object = ()) -> None:
+        return None
+
+
 def render_prompt(
     config: Config,
     agent_id: str,
@@ -51,7 +65,9 @@ def render_prompt(
     mode: str = "full",
 ) -> str:
     store = MemoryStore()
-    router = AgentRouter(config, store=store, traces=store, events=EventBus())
+    router = AgentRouter(
+        config, store=store, traces=store, events=EventBus(), memory_index=_PreviewMemoryIndex()
+    )
     settings = router.settings(agent_id)
     prompt_mode = PromptMode(mode)
     workspaces = Workspaces(

@@ -20,6 +20,7 @@ from channels import Channel, InboundMessage
 log = structlog.get_logger(__name__)
 
 UNKNOWN_AGENT = "unknown_agent"  # RunResult.error when the job's agent can't be resolved
+_NOT_OK = (RunStatus.FAILED, RunStatus.BUDGET_EXCEEDED)
 
 
 @dataclass(eq=False)
@@ -83,7 +84,8 @@ class TurnRunner:
             unsubscribe()
             self.registry.unregister(job.run_id)
             await typing.stop()
-            ok = result is not None and result.status is not RunStatus.FAILED
+            # A context-budget stop delivers its notice but ends with the failure reaction.
+            ok = result is not None and result.status not in _NOT_OK
             await job.reactions.finish(ok=ok)
             job.settle(result)
 

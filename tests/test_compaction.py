@@ -185,6 +185,7 @@ class TestBudgetExceeded:
         (user_dir / "big.txt").write_text("lorem ipsum " * 2_000)
         result = await loop.run(request("read big.txt"))
         assert result.content == BUDGET_EXCEEDED_REPLY
+        assert result.status is RunStatus.BUDGET_EXCEEDED and not result.silent
         assert len(provider.requests) == 1  # the over-budget request was never sent
         stored = store.sessions["s1"]
         assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]

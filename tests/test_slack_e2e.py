@@ -511,6 +511,20 @@ class TestStop:
         await http_bot.settle()
         assert http_bot.app.registry.active_runs == 0
 
+    async def test_slash_command_stop_over_socket_mode(
+        self, bot: Bot, slack: FakeSlack, llm: FakeLLM
+    ) -> None:
+        if bot.mode != "socket":
+            pytest.skip("the HTTP variant is test_slash_command_stop")
+        llm.script(delay(5.0, text("never")))
+        await bot.event(message_event("work", channel="D4", user="UALICE"))
+        await slack.wait_for(lambda: bot.app.registry.active_runs == 1)
+        command = {"command": "/stop", "text": "", "user_id": "UALICE", "channel_id": "D4"}
+        envelope = await slack.push(command | {"trigger_id": "t-1"}, kind="slash_commands")
+        await slack.wait_for(lambda: envelope in slack.acks)
+        await slack.wait_for(lambda: slack.posts)
+        assert (slack.posts[0].channel, slack.posts[0].text) == ("D4", "Stopped.")
+
 
 class TestRateLimits:
     async def test_429_retry_after_is_honoured_without_double_post(

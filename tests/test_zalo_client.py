@@ -160,3 +160,15 @@ class TestCalls:
             await client.send_message("c1", "x")
         with pytest.raises(ValueError):
             await client.send_message("c1", "x" * 2001)
+
+
+class TestConfig:
+    def test_webhook_secret_length_is_checked_with_its_key_path(self) -> None:
+        from bot.config import ConfigFileError, parse_config
+
+        zalo = {"enabled": True, "token": "t", "mode": "webhook", "webhook_url": "https://x/y"}
+        with pytest.raises(ConfigFileError, match=r"channels\.zalo\.webhook_secret: .*8 to 256"):
+            parse_config({"channels": {"zalo": {**zalo, "webhook_secret": "short"}}}, {})
+        config = parse_config({"channels": {"zalo": {**zalo, "webhook_secret": "long-enough"}}}, {})
+        assert config.channels.zalo.polling_timeout == 30
+        assert config.channels.zalo.group_delivery == "all"

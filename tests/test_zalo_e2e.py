@@ -56,6 +56,12 @@ async def until(predicate: Callable[[], object], timeout: float = 10) -> None:
     await asyncio.wait_for(loop(), timeout)
 
 
+async def settle(zalo: FakeZalo, rounds: int = 2) -> None:
+    """Let ``rounds`` more getUpdates round trips pass: anything in flight has landed by then."""
+    polls = len(zalo.calls("getUpdates"))
+    await zalo.wait_for(lambda: len(zalo.calls("getUpdates")) >= polls + rounds)
+
+
 def user_texts(llm: FakeLLM) -> list[str]:
     return [r.messages[-1]["content"] for r in llm.chat_requests]
 
@@ -242,19 +248,18 @@ class TestReplies:
     async def test_typing_stops_on_no_reply_and_error(
         self, polling: Loopgate, llm: FakeLLM, zalo: FakeZalo
     ) -> None:
+        # One chat, so the two runs are sequential and take the script in order.
         llm.script(text("NO_REPLY"), error(400, "bad model"))
-        zalo.push(text_event("ok", chat_id="u1"), text_event("boom", chat_id="u2"))
+        zalo.push(text_event("ok", chat_id="u1"), text_event("boom", chat_id="u1"))
         await zalo.wait_for(lambda: zalo.messages)
         await until(lambda: polling.registry.active_runs == 0 and len(llm.chat_requests) == 2)
-        assert zalo.texts("u1") == []  # NO_REPLY sends nothing
-        assert zalo.texts("u2") == [
-            "Sorry, something went wrong while answering. Please try again."
-        ]
+        # NO_REPLY sent nothing; the failed run sent the short apology only.
+        assert zalo.texts() == ["Sorry, something went wrong while answering. Please try again."]
+        await settle(zalo)
         count = len(zalo.calls("sendChatAction"))
-        # One more full poll round trip: no typing shows up after the runs ended.
-        polls = len(zalo.calls("getUpdates"))
-        await zalo.wait_for(lambda: len(zalo.calls("getUpdates")) >= polls + 2)
-        assert len(zalo.calls("sendChatAction")) == count
+        assert count >= 2  # shown for both runs
+        await settle(zalo)
+        assert len(zalo.calls("sendChatAction")) == count  # and never again once they ended
 
     async def test_send_retries_on_429_and_503_without_double_send(
         self, polling: Loopgate, llm: FakeLLM, zalo: FakeZalo
@@ -274,8 +279,7 @@ class TestReplies:
         zalo.push(text_event("hi", chat_id="u1"))
         await zalo.wait_for(lambda: zalo.messages)
         await until(lambda: polling.registry.active_runs == 0)
-        polls = len(zalo.calls("getUpdates"))
-        await zalo.wait_for(lambda: len(zalo.calls("getUpdates")) >= polls + 2)
+        await settle(zalo)
         assert len(zalo.calls("sendMessage")) == 1
         assert zalo.texts() == ["echo: hi"]
 
@@ -289,8 +293,12 @@ class TestStop:
         await zalo.wait_for(lambda: zalo.messages)
         await until(lambda: polling.registry.active_runs == 0)
         assert zalo.texts() == ["Stopped."]
-        typing = zalo.calls("sendChatAction")
-        assert typing and max(c.at for c in typing) < zalo.messages[0].at
+        # "Stopped." may race the last refresh of the cancelled run; after it, typing is over.
+        await settle(zalo)
+        count = len(zalo.calls("sendChatAction"))
+        assert count >= 1
+        await settle(zalo)
+        assert len(zalo.calls("sendChatAction")) == count
 
     async def test_stopall_cancels_and_drops_the_queue(
         self, polling: Loopgate, llm: FakeLLM, zalo: FakeZalo
@@ -302,8 +310,7 @@ class TestStop:
         zalo.push(text_event("/stopall", chat_id="u1"))
         await zalo.wait_for(lambda: zalo.messages)
         await until(lambda: polling.registry.active_runs == 0)
-        polls = len(zalo.calls("getUpdates"))
-        await zalo.wait_for(lambda: len(zalo.calls("getUpdates")) >= polls + 2)
+        await settle(zalo)
         assert zalo.texts() == ["Stopped."]
         assert len(llm.chat_requests) == 1  # "two" never ran
 

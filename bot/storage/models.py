@@ -202,3 +202,34 @@ class AgentRow(Base):
     settings: Mapped[dict[str, Any]] = mapped_column(JSON(), default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class MemoryFileRow(Base):
+    """A memory file (MEMORY.md, memory/*.md) of a workspace as it was last indexed."""
+
+    __tablename__ = "memory_files"
+
+    workspace_key: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    path: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger())
+    size: Mapped[int] = mapped_column(BigInteger())
+    indexed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class MemoryChunkRow(Base):
+    """One heading-sized piece of a memory file. Full-text search is dialect-specific and
+    lives in migration 0003 only: on SQLite the FTS5 table ``memory_chunks_fts`` (external
+    content, kept in sync by triggers), on Postgres the generated ``search_vector`` column with
+    a GIN index (see ``bot/storage/memory_index.py``)."""
+
+    __tablename__ = "memory_chunks"
+    __table_args__ = (Index("ix_memory_chunks_workspace_key_path", "workspace_key", "path"),)
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    workspace_key: Mapped[str] = mapped_column(String(1024))
+    path: Mapped[str] = mapped_column(String(1024))
+    chunk_no: Mapped[int] = mapped_column(Integer())
+    heading: Mapped[str] = mapped_column(Text())
+    start_line: Mapped[int] = mapped_column(Integer())
+    end_line: Mapped[int] = mapped_column(Integer())
+    content: Mapped[str] = mapped_column(Text())
