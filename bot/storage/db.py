@@ -185,12 +185,17 @@ def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
     # the lock instead of failing at once with "database is locked".
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        # WAL is persistent: switch only when needed. The switch wants an exclusive lock and
+        # SQLite refuses it at once ("database is locked", no busy wait) while another opener
+        # of a new database holds its migration's write lock.
+        cursor.execute("PRAGMA journal_mode")
+        if str(cursor.fetchone()[0]).lower() != "wal":
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         # NORMAL is durable in WAL mode except for the last commits on power loss (not on a
         # process crash), and saves an fsync per transaction.
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     finally:
         cursor.close()
 

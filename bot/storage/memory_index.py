@@ -106,7 +106,7 @@ class SqlMemoryIndex:
         files: Sequence[MemoryDocument],
         removed: Sequence[str] = (),
     ) -> None:
-        async with self.db.sessionmaker() as session, session.begin():
+        async with self.db.write() as session:  # SQLite: queued with the other writers
             for doc in files:
                 # The upsert comes first: it locks the file's row, so two processes
                 # re-indexing the same file take turns instead of duplicating its chunks.
