@@ -265,6 +265,19 @@ class TestConversation:
         replies = slack.calls_of("conversations.replies")
         assert replies and replies[0].args["ts"] == parent["ts"]
 
+    async def test_mention_in_a_new_thread_gives_the_model_its_parent(
+        self, bot: Bot, slack: FakeSlack, llm: FakeLLM
+    ) -> None:
+        parent = message_event("Deploy failed with exit code 137", channel="C3", user="UBOB")
+        slack.add_thread("C3", [parent])
+        await bot.event(
+            message_event("<@UBOT> what does that mean?", channel="C3", thread_ts=parent["ts"])
+        )
+        await slack.wait_for(lambda: slack.posts)
+        sent = llm.chat_requests[0].messages[-1]["content"]
+        assert sent.startswith('[In a thread that starts with: "Deploy failed with exit code 137"]')
+        assert sent.endswith("what does that mean?")
+
     async def test_bots_and_own_messages_and_edits_are_ignored(
         self, bot: Bot, slack: FakeSlack, llm: FakeLLM
     ) -> None:

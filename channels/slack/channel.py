@@ -107,6 +107,9 @@ class _Status:
     pending_clear: asyncio.Task[None] | None = None
 
 
+THREAD_CONTEXT_CHARS = 500
+
+
 class _Bounded(OrderedDict[K, V]):
     """A dict that forgets its least recently written entries beyond ``limit``."""
 
@@ -383,6 +386,11 @@ class SlackChannel:
         if in_thread and thread_ts is not None:
             parent_text, bot_in_thread = await self._thread_context(channel_id, thread_ts)
         text = message_text(event, self.bot_user_id)
+        if parent_text and not bot_in_thread and not self._is_command(text):
+            # The bot is joining this thread: the session has no history of it yet, so the
+            # model needs the message that started it (later turns are in the history).
+            quoted = " ".join(parent_text.split())[:THREAD_CONTEXT_CHARS]
+            text = f'[In a thread that starts with: "{quoted}"]\n{text}'
 
         if chat_type is ChatType.DIRECT:
             addressed = True
