@@ -24,15 +24,16 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.loopback import LoopbackServer
 
 __all__ = [
     "FakeAnthropic",
@@ -130,19 +131,12 @@ class RecordedRequest:
     json: Any
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 @dataclass
 class FakeAnthropic:
     api_key: str | None = None  # when set, requests without ``x-api-key: <key>`` get 401
     requests: list[RecordedRequest] = field(default_factory=list)
     _queue: deque[ScriptItem] = field(default_factory=deque)
-    _server: _Server | None = None
-    _task: asyncio.Task[None] | None = None
+    _server: LoopbackServer | None = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
     _port: int | None = None
     _ids: int = 0
@@ -162,34 +156,16 @@ class FakeAnthropic:
 
     async def start(self) -> None:
         app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            ws="none",
-            timeout_graceful_shutdown=2,
-        )
         self._closing = asyncio.Event()
-        self._server = _Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                await self._task
-                raise RuntimeError("FakeAnthropic failed to start")
-            await asyncio.sleep(0.005)
-        self._port = self._server.servers[0].sockets[0].getsockname()[1]
+        self._server = LoopbackServer(app, name="FakeAnthropic", ws="none", graceful_shutdown=2)
+        self._port = await self._server.start()
 
     async def stop(self) -> None:
-        if self._server is None or self._task is None:
+        if self._server is None:
             return
         self._closing.set()
-        self._server.should_exit = True
-        await self._task
-        self._server = self._task = None
+        await self._server.stop()
+        self._server = None
 
     async def __aenter__(self) -> FakeAnthropic:
         await self.start()

@@ -30,11 +30,12 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.loopback import LoopbackServer
 
 __all__ = [
     "ErrorReply",
@@ -196,14 +197,6 @@ class RecordedRequest:
 # -- the server ----------------------------------------------------------------------------
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without signal handling: the test runner keeps its Ctrl+C."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class FakeLLM:
     """The fake server. Use as ``async with FakeLLM() as llm`` (or ``await start()/stop()``)."""
 
@@ -212,8 +205,7 @@ class FakeLLM:
         self.api_key = api_key  # when set, requests without ``Bearer <api_key>`` get 401
         self.requests: list[RecordedRequest] = []
         self._queue: deque[ScriptItem] = deque()
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._server: LoopbackServer | None = None
         self._closing = asyncio.Event()
         self._port: int | None = None
         self._call_counter = 0
@@ -254,34 +246,16 @@ class FakeLLM:
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
         )
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            ws="none",
-            timeout_graceful_shutdown=5,
-        )
         self._closing = asyncio.Event()
-        self._server = _Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                await self._task
-                raise RuntimeError("FakeLLM failed to start")
-            await asyncio.sleep(0.005)
-        self._port = self._server.servers[0].sockets[0].getsockname()[1]
+        self._server = LoopbackServer(app, name="FakeLLM", ws="none", graceful_shutdown=5)
+        self._port = await self._server.start()
 
     async def stop(self) -> None:
-        if self._server is None or self._task is None:
+        if self._server is None:
             return
         self._closing.set()  # wakes up delayed answers so shutdown does not wait for them
-        self._server.should_exit = True
-        await self._task
-        self._server = self._task = None
+        await self._server.stop()
+        self._server = None
 
     async def __aenter__(self) -> FakeLLM:
         await self.start()

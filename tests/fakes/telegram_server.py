@@ -24,16 +24,17 @@ import html
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.fakes.loopback import LoopbackServer
 
 __all__ = ["Call", "Failure", "FakeTelegram"]
 
@@ -110,12 +111,6 @@ class ApiError(Exception):
         self.parameters = {k: v for k, v in parameters.items() if v is not None}
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class FakeTelegram:
     def __init__(
         self, *, token: str = TOKEN, bot_id: int = 999, bot_username: str = "loopgate_bot"
@@ -132,8 +127,7 @@ class FakeTelegram:
         self._next_update_id = 1000
         self._next_message_id = 500
         self._changed = asyncio.Condition()
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._server: LoopbackServer | None = None
         self._port = 0
         self._closing = asyncio.Event()
 
@@ -145,35 +139,17 @@ class FakeTelegram:
 
     async def start(self) -> None:
         app = Starlette(routes=[Route("/bot{token}/{method}", self._api, methods=["POST", "GET"])])
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            ws="none",
-            timeout_graceful_shutdown=2,
-        )
-        self._server = _Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                await self._task
-                raise RuntimeError("FakeTelegram failed to start")
-            await asyncio.sleep(0.005)
-        self._port = self._server.servers[0].sockets[0].getsockname()[1]
+        self._server = LoopbackServer(app, name="FakeTelegram", ws="none", graceful_shutdown=2)
+        self._port = await self._server.start()
 
     async def stop(self) -> None:
-        if self._server is None or self._task is None:
+        if self._server is None:
             return
         self._closing.set()  # releases pending long polls
         async with self._changed:
             self._changed.notify_all()
-        self._server.should_exit = True
-        await self._task
-        self._server = self._task = None
+        await self._server.stop()
+        self._server = None
 
     async def __aenter__(self) -> FakeTelegram:
         await self.start()

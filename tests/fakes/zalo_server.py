@@ -24,16 +24,17 @@ import itertools
 import json
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.fakes.loopback import LoopbackServer
 
 __all__ = ["Failure", "FakeZalo", "Recorded", "event", "image_event", "text_event"]
 
@@ -88,12 +89,6 @@ class Failure:
     delivered: bool = False  # sendMessage: record the message anyway (it "went out") and fail
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class FakeZalo:
     def __init__(self, token: str = "12345:fake-token", *, idle_wait: float = 0.2) -> None:
         self.token = token
@@ -113,8 +108,7 @@ class FakeZalo:
         self._failures: dict[str, deque[Failure]] = defaultdict(deque)
         self._changed = asyncio.Event()
         self._closing = asyncio.Event()
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._server: LoopbackServer | None = None
         self._port: int | None = None
 
     # -- scripting -------------------------------------------------------------------------
@@ -168,35 +162,17 @@ class FakeZalo:
 
     async def start(self) -> None:
         app = Starlette(routes=[Route("/bot{token}/{method}", self._call, methods=["POST"])])
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            ws="none",
-            timeout_graceful_shutdown=5,
-        )
         self._closing = asyncio.Event()
-        self._server = _Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                await self._task
-                raise RuntimeError("FakeZalo failed to start")
-            await asyncio.sleep(0.005)
-        self._port = self._server.servers[0].sockets[0].getsockname()[1]
+        self._server = LoopbackServer(app, name="FakeZalo", ws="none", graceful_shutdown=5)
+        self._port = await self._server.start()
 
     async def stop(self) -> None:
-        if self._server is None or self._task is None:
+        if self._server is None:
             return
         self._closing.set()
         self._notify()
-        self._server.should_exit = True
-        await self._task
-        self._server = self._task = None
+        await self._server.stop()
+        self._server = None
 
     async def __aenter__(self) -> FakeZalo:
         await self.start()

@@ -1,0 +1,67 @@
+"""Serving a fake platform's ASGI app on 127.0.0.1 inside the test's own event loop.
+
+Every fake (LLM, Telegram, Slack, Zalo, Anthropic) is a real HTTP server so the real client
+libraries talk to it over TCP; this is the one place that knows how to start and stop uvicorn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Literal
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without signal handling: the test runner keeps its Ctrl+C."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class LoopbackServer:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        name: str,
+        ws: Literal["none", "auto", "websockets"] = "none",
+        graceful_shutdown: float = 5.0,
+    ) -> None:
+        self.name = name
+        self._config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,  # a free port, read back once listening
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            ws=ws,
+            timeout_graceful_shutdown=int(graceful_shutdown),
+        )
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    async def start(self) -> int:
+        self._server = _Server(self._config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._task.done():
+                await self._task
+                raise RuntimeError(f"{self.name} failed to start")
+            await asyncio.sleep(0.005)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        await self._task
+        self._server = self._task = None
