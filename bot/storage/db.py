@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -37,6 +39,7 @@ log = structlog.get_logger(__name__)
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/loopgate.db"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 5_000
+WAL_SWITCH_ATTEMPTS = 50
 POSTGRES_CONNECT_TIMEOUT_S = 10
 
 # Plain URLs people paste from elsewhere get the async driver this package ships with.
@@ -186,18 +189,34 @@ def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        # WAL is persistent: switch only when needed. The switch wants an exclusive lock and
-        # SQLite refuses it at once ("database is locked", no busy wait) while another opener
-        # of a new database holds its migration's write lock.
-        cursor.execute("PRAGMA journal_mode")
-        if str(cursor.fetchone()[0]).lower() != "wal":
-            cursor.execute("PRAGMA journal_mode=WAL")
+        _use_wal(cursor)
         cursor.execute("PRAGMA foreign_keys=ON")
         # NORMAL is durable in WAL mode except for the last commits on power loss (not on a
         # process crash), and saves an fsync per transaction.
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch to WAL (persistent) unless already done.
+
+    The switch wants an exclusive lock, and when several openers of a new database try it at
+    once SQLite refuses it at once ("database is locked") instead of waiting busy_timeout, to
+    avoid a deadlock. So: retry for a moment, and stop as soon as someone else switched it.
+    Only a brand-new database file ever gets here more than once.
+    """
+    for attempt in range(WAL_SWITCH_ATTEMPTS):
+        cursor.execute("PRAGMA journal_mode")
+        if str(cursor.fetchone()[0]).lower() == "wal":
+            return
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception:
+            if attempt == WAL_SWITCH_ATTEMPTS - 1:
+                raise
+            time.sleep(0.01 + random.random() * 0.02)  # sync connect hook: start-up only
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
