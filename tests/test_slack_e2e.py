@@ -7,6 +7,7 @@ requests to the bot's own Starlette app, ``socket`` pushes Socket Mode envelopes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ class Bot:
     async def event(self, event: dict[str, Any], **kw: Any) -> None:
         await self.deliver(event_callback(event), **kw)
 
-    async def settle(self) -> None:
+    async def settle(self, timeout: float = 10) -> None:
         """Wait until no run is active or queued and the adapter's tasks are done."""
 
         async def idle() -> None:
@@ -95,7 +96,15 @@ class Bot:
             ):
                 await asyncio.sleep(0.01)
 
-        await asyncio.wait_for(idle(), 10)
+        await asyncio.wait_for(idle(), timeout)
+
+    async def close(self) -> None:
+        """Stop the bot once the runs still finishing (a cancelled one, say) are done: a run
+        cancelled by shutdown in the middle of a database write can leak its connection."""
+        with contextlib.suppress(TimeoutError):
+            await self.settle(timeout=5)
+        await self.http.aclose()
+        await self.app.aclose()
 
 
 async def start_bot(
@@ -123,11 +132,11 @@ async def bot(
     app, http = await start_bot(tmp_path, llm, slack, mode)
     if mode == "socket":
         await slack.wait_for(lambda: slack.socket_connections >= 1)
+    bot = Bot(app, slack, mode, http, EventSender(http, slack.signing_secret))
     try:
-        yield Bot(app, slack, mode, http, EventSender(http, slack.signing_secret))
+        yield bot
     finally:
-        await http.aclose()
-        await app.aclose()
+        await bot.close()
 
 
 @pytest.fixture(params=["http", "socket"])
@@ -140,21 +149,21 @@ async def progress_bot(
     app, http = await start_bot(tmp_path, llm, slack, mode, bot={"typing_interval": 10})
     if mode == "socket":
         await slack.wait_for(lambda: slack.socket_connections >= 1)
+    bot = Bot(app, slack, mode, http, EventSender(http, slack.signing_secret))
     try:
-        yield Bot(app, slack, mode, http, EventSender(http, slack.signing_secret))
+        yield bot
     finally:
-        await http.aclose()
-        await app.aclose()
+        await bot.close()
 
 
 @pytest.fixture
 async def http_bot(tmp_path: Path, llm: FakeLLM, slack: FakeSlack) -> AsyncIterator[Bot]:
     app, http = await start_bot(tmp_path, llm, slack, "http")
+    bot = Bot(app, slack, "http", http, EventSender(http, slack.signing_secret))
     try:
-        yield Bot(app, slack, "http", http, EventSender(http, slack.signing_secret))
+        yield bot
     finally:
-        await http.aclose()
-        await app.aclose()
+        await bot.close()
 
 
 class TestHttpVerification:
@@ -550,6 +559,8 @@ class TestRateLimits:
         attempts = slack.calls_of("chat.postMessage")
         assert len(attempts) == 2 and len(slack.posts) == 1
         assert attempts[1].at - attempts[0].at >= 1.0
+        # A 429 is a refusal: nothing to look for before posting again.
+        assert not slack.calls_of("conversations.history")
 
     async def test_transient_5xx_is_retried_once(
         self, bot: Bot, slack: FakeSlack, llm: FakeLLM
@@ -579,6 +590,78 @@ class TestRateLimits:
         finally:
             await http.aclose()
             await app.aclose()
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a question is asked, where its answer goes and how the bot looks for it there."""
+
+    event: dict[str, Any]
+    channel: str
+    thread_ts: str | None
+    lookup: str
+
+    @classmethod
+    def make(cls, where: str) -> Place:
+        if where == "dm":
+            return cls(message_event("hi", channel="D1"), "D1", None, "conversations.history")
+        event = message_event("<@UBOT> hi", channel="C1")
+        return cls(event, "C1", event["ts"], "conversations.replies")
+
+
+@pytest.fixture(params=["dm", "thread"])
+def place(request: pytest.FixtureRequest) -> Place:
+    return Place.make(request.param)
+
+
+class TestPostRetries:
+    """A 5xx or a timeout doesn't say whether Slack posted: the bot looks before posting again."""
+
+    async def _ask(self, bot: Bot, slack: FakeSlack, place: Place) -> None:
+        await bot.event(place.event)
+        await slack.wait_for(lambda: slack.posts)
+        await bot.settle()  # the run (and any retry of its post) is over
+        assert [(p.channel, p.text, p.thread_ts) for p in slack.posts] == [
+            (place.channel, "echo: hi", place.thread_ts)
+        ]
+
+    async def test_500_after_posting_is_not_posted_again(
+        self, bot: Bot, slack: FakeSlack, place: Place
+    ) -> None:
+        slack.fail("chat.postMessage", status=500, after_posting=True)
+        await self._ask(bot, slack, place)
+        (attempt,) = slack.calls_of("chat.postMessage")
+        (lookup,) = slack.calls_of(place.lookup)
+        assert lookup.at > attempt.at
+        assert float(lookup.args["oldest"]) < float(slack.posts[0].ts)
+        # Delivered, so the run ends as a success: 👀 removed, no error reply.
+        await slack.wait_for(lambda: not slack.reactions.get((place.channel, place.event["ts"])))
+
+    async def test_500_without_posting_is_posted_again_once(
+        self, bot: Bot, slack: FakeSlack, place: Place
+    ) -> None:
+        slack.fail("chat.postMessage", status=500)
+        await self._ask(bot, slack, place)
+        first, second = slack.calls_of("chat.postMessage")
+        (lookup,) = slack.calls_of(place.lookup)
+        assert first.at < lookup.at < second.at
+
+    async def test_post_then_timeout_is_not_posted_again(
+        self, bot: Bot, slack: FakeSlack, place: Place
+    ) -> None:
+        bot.channel.client.timeout = 1  # Slack's answer takes 30 s, far past the client's patience
+        slack.hang("chat.postMessage", 30)
+        await self._ask(bot, slack, place)
+        assert len(slack.calls_of("chat.postMessage")) == 1
+        assert len(slack.calls_of(place.lookup)) == 1
+
+    async def test_429_in_a_thread_waits_and_posts_once(self, bot: Bot, slack: FakeSlack) -> None:
+        place = Place.make("thread")
+        slack.fail("chat.postMessage", status=429, retry_after=1)
+        await self._ask(bot, slack, place)
+        first, second = slack.calls_of("chat.postMessage")
+        assert second.at - first.at >= 1.0
+        assert not slack.calls_of(place.lookup)
 
 
 class TestSocketMode:

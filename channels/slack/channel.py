@@ -12,7 +12,9 @@ thread for its answer. A top-level ``/stop`` in a channel is routed to the sende
 there, because that is where the run it means lives.
 
 Outbound, posts are paced per channel (token bucket), 429 ``Retry-After`` is waited out by
-slack_sdk's retry handler (the post was refused, so a retry can't duplicate it), as are 500/503.
+slack_sdk's retry handler (the post was refused, so a retry can't duplicate it). A 5xx or a
+timeout may hide a post that went through: :class:`~channels.slack.posting.MessagePoster` looks
+for it in the conversation before posting again (other methods keep slack_sdk's 500/503 retry).
 Progress is the assistant thread status ("is thinking…") where Slack allows it, cleared when the
 run's status reaction is cleared (or, as a backstop, when typing refreshes stop).
 """
@@ -34,10 +36,7 @@ from slack_bolt.adapter.socket_mode.async_internals import (
 )
 from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncRateLimitErrorRetryHandler,
-    AsyncServerErrorRetryHandler,
-)
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
@@ -61,6 +60,7 @@ from channels.slack.normalize import (
     slack_emoji_name,
 )
 from channels.slack.pacing import PostPacer
+from channels.slack.posting import MessagePoster, SafeServerErrorRetryHandler
 from channels.slack.socket import FailFastSocketModeClient
 from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
 
@@ -96,7 +96,10 @@ class SlackSettings:
     ping_interval: float = 10.0
     reconnect_backoff: float = 1.0
     api_retries: int = 2
-    """slack_sdk retries of a 429 (after Retry-After) or a 500/503."""
+    """Retries of a 429 (after Retry-After) or a 500/503; of a post only once it is known that
+    the failed attempt did not land."""
+    post_retry_backoff: float = 0.5
+    """First wait before checking on (and maybe repeating) a post that failed with 5xx/timeout."""
     name: str = "slack"
 
 
@@ -171,8 +174,11 @@ class SlackChannel:
             base_url=settings.api_base_url,
             retry_handlers=[
                 AsyncRateLimitErrorRetryHandler(max_retry_count=settings.api_retries),
-                AsyncServerErrorRetryHandler(max_retry_count=settings.api_retries),
+                SafeServerErrorRetryHandler(max_retry_count=settings.api_retries),
             ],
+        )
+        self.poster = MessagePoster(
+            self.client, attempts=1 + settings.api_retries, backoff=settings.post_retry_backoff
         )
         self.pacer = (
             PostPacer(settings.pace_per_second, settings.pace_burst)
@@ -239,6 +245,7 @@ class SlackChannel:
             raise ChannelError(f"slack auth.test: {code}") from exc
         self.bot_user_id = str(auth.get("user_id") or "")
         self.bot_id = str(auth.get("bot_id") or "")
+        self.poster.bot_user_id, self.poster.bot_id = self.bot_user_id, self.bot_id
 
     async def _start_socket(self) -> None:
         socket = FailFastSocketModeClient(
@@ -497,8 +504,7 @@ class SlackChannel:
         kwargs: dict[str, Any] = {"channel": chat.chat_id, "text": text, "mrkdwn": True}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
-        with translate_slack_errors("chat.postMessage"):
-            response = await self.client.chat_postMessage(**kwargs)
+        response = await self.poster.post(**kwargs)
         if thread_ts:
             self._threads[(chat.chat_id, thread_ts)] = True
             # Slack clears the assistant status itself when the app replies in the thread.

@@ -5,15 +5,21 @@ slack-bolt clients talk to it through ``base_url``::
 
     async with FakeSlack() as slack:
         slack.fail("chat.postMessage", status=429, retry_after=1)   # next call only
+        slack.fail("chat.postMessage", status=500, after_posting=True)   # posted, yet a 500
         ... start the bot with api_base_url=slack.base_url ...
         await slack.push_event(message_event("hi", channel="D1"))   # over Socket Mode
         await slack.wait_for(lambda: slack.posts)
         assert slack.posts[0].channel == "D1"
 
 Web API methods: auth.test, chat.postMessage, reactions.add/remove (``already_reacted`` /
-``no_reaction``), assistant.threads.setStatus, conversations.replies/info, users.info and
+``no_reaction``), assistant.threads.setStatus, conversations.replies/history/info, users.info and
 apps.connections.open, which hands out ``ws://127.0.0.1:<port>/socket-mode``. A bot token other
-than ``bot_token`` gets ``invalid_auth`` (so does every token after :meth:`revoke`).
+than ``bot_token`` gets ``invalid_auth`` (so does every token after :meth:`revoke`). Message
+timestamps are real-clock ``seconds.micros`` like Slack's, so ``oldest`` filters work.
+
+Failures (:meth:`fail`, :meth:`hang`) are queued per method: refused outright, carried out and
+then answered with an error (``after_posting``), or carried out and answered only after a delay
+the client's timeout doesn't wait for.
 
 :class:`EventSender` signs Events API requests (v0 HMAC) with the app's signing secret, or
 forges / backdates them.
@@ -53,13 +59,15 @@ __all__ = [
     "next_ts",
 ]
 
-_ts_counter = itertools.count(1)
 _event_counter = itertools.count(1)
+_last_ts = 0.0
 
 
 def next_ts() -> str:
-    """A unique Slack message timestamp."""
-    return f"{int(time.time())}.{next(_ts_counter):06d}"
+    """A unique, increasing Slack message timestamp (``seconds.micros`` of the real clock)."""
+    global _last_ts
+    _last_ts = max(time.time(), _last_ts + 1e-6)
+    return f"{_last_ts:.6f}"
 
 
 def message_event(
@@ -133,6 +141,10 @@ class _Failure:
     status: int
     error: str
     retry_after: float | None = None
+    after_posting: bool = False
+    """Carry the call out, then answer with the error anyway."""
+    hang: float | None = None
+    """Carry the call out, then answer (normally) only after this many seconds."""
 
 
 class _Server(uvicorn.Server):
@@ -156,6 +168,8 @@ class FakeSlack:
     statuses: dict[tuple[str, str], str] = field(default_factory=dict)
     status_log: list[tuple[str, str, str]] = field(default_factory=list)
     threads: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Top-level messages per channel, oldest first (the bot's posts outside threads)."""
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     acks: dict[str, dict[str, Any]] = field(default_factory=dict)
     socket_connections: int = 0
@@ -168,6 +182,7 @@ class FakeSlack:
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._port: int | None = None
+        self._released = asyncio.Event()  # ends every hang (set on stop)
 
     # -- control ---------------------------------------------------------------------------
 
@@ -182,13 +197,27 @@ class FakeSlack:
         return f"http://127.0.0.1:{self.port}/api/"
 
     def fail(
-        self, method: str, *, status: int = 200, error: str = "", retry_after: float | None = None
+        self,
+        method: str,
+        *,
+        status: int = 200,
+        error: str = "",
+        retry_after: float | None = None,
+        after_posting: bool = False,
     ) -> None:
-        """Make the next call of ``method`` fail (queue several by calling again)."""
+        """Make the next call of ``method`` fail (queue several by calling again).
+
+        With ``after_posting`` the call is carried out first (the message is posted) and the
+        error is the answer nonetheless, as when Slack fails after storing the message.
+        """
         default = "ratelimited" if status == 429 else "internal_error" if status >= 500 else ""
         self._failures.setdefault(method, deque()).append(
-            _Failure(status, error or default or "fatal_error", retry_after)
+            _Failure(status, error or default or "fatal_error", retry_after, after_posting)
         )
+
+    def hang(self, method: str, seconds: float = 30.0) -> None:
+        """Carry out the next call of ``method``, then keep its answer back for ``seconds``."""
+        self._failures.setdefault(method, deque()).append(_Failure(200, "", hang=seconds))
 
     def revoke(self) -> None:
         """Every later call answers ``token_revoked``."""
@@ -293,18 +322,20 @@ class FakeSlack:
             return _error("token_revoked")
         if token != expected:
             return _error("invalid_auth")
-        queued = self._failures.get(method)
-        if queued:
-            failure = queued.popleft()
-            headers = {"Retry-After": f"{failure.retry_after:g}"} if failure.retry_after else {}
-            return JSONResponse(
-                {"ok": False, "error": failure.error}, failure.status, headers=headers
-            )
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+        queued = self._failures.get(method)
+        failure = queued.popleft() if queued else None
+        if failure is not None and failure.hang is None and not failure.after_posting:
+            return _failure_response(failure)
         if handler is None:
             return _error("unknown_method")
         result: dict[str, Any] = handler(args)
         self._notify()
+        if failure is not None and failure.after_posting:
+            return _failure_response(failure)
+        if failure is not None and failure.hang is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._released.wait(), failure.hang)
         return JSONResponse({"ok": True, **result} if "error" not in result else result)
 
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -333,10 +364,13 @@ class FakeSlack:
         message = {"type": "message", "user": self.bot_user_id, "bot_id": self.bot_id}
         message |= {"text": text, "ts": ts}
         if thread_ts:
+            message["thread_ts"] = thread_ts
             self.threads.setdefault((channel, thread_ts), []).append(message)
             # Slack clears an assistant thread's status when the app replies in it.
             if self.statuses.get((channel, thread_ts)):
                 self.statuses[(channel, thread_ts)] = ""
+        else:
+            self.history.setdefault(channel, []).append(message)
         return {"channel": channel, "ts": ts, "message": message}
 
     def _m_reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -373,6 +407,16 @@ class FakeSlack:
         messages = self.threads.get(key)
         if messages is None:
             return {"ok": False, "error": "thread_not_found"}
+        # Like Slack: the parent first, then the replies within oldest/latest, oldest first.
+        parent = [m for m in messages if m.get("ts") == key[1]]
+        replies = [m for m in messages if m.get("ts") != key[1] and _in_window(m, args)]
+        return {"messages": (parent + replies)[: int(args.get("limit", 100))], "has_more": False}
+
+    def _m_conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        messages = [
+            m for m in self.history.get(str(args.get("channel")), []) if _in_window(m, args)
+        ]
+        messages.reverse()  # newest first, like Slack
         return {"messages": messages[: int(args.get("limit", 100))], "has_more": False}
 
     def _m_conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -418,6 +462,7 @@ class FakeSlack:
         if self._server is None or self._task is None:
             return
         await self.drop_socket()
+        self._released.set()
         self._server.should_exit = True
         await self._task
         self._server = self._task = None
@@ -432,6 +477,26 @@ class FakeSlack:
 
 def _error(code: str) -> JSONResponse:
     return JSONResponse({"ok": False, "error": code})
+
+
+def _failure_response(failure: _Failure) -> JSONResponse:
+    headers = {"Retry-After": f"{failure.retry_after:g}"} if failure.retry_after else {}
+    return JSONResponse({"ok": False, "error": failure.error}, failure.status, headers=headers)
+
+
+def _in_window(message: dict[str, Any], args: dict[str, Any]) -> bool:
+    """Slack's ``oldest`` / ``latest`` (both exclusive unless ``inclusive``)."""
+    ts = float(message.get("ts") or 0)
+    inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+    if args.get("oldest"):
+        oldest = float(args["oldest"])
+        if ts < oldest or (ts == oldest and not inclusive):
+            return False
+    if args.get("latest"):
+        latest = float(args["latest"])
+        if ts > latest or (ts == latest and not inclusive):
+            return False
+    return True
 
 
 @dataclass
