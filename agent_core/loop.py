@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,6 +43,7 @@ from agent_core.store import SessionStore, TraceStore
 from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
 from agent_core.tools.base import ToolContext, ToolRegistry
 from agent_core.tracing import SpanKind, Trace, messages_as_json, new_trace, verbose_enabled
+from agent_core.uncancellable import finish_despite_cancel
 from agent_core.workspace import user_workspace
 
 log = structlog.get_logger(__name__)
@@ -159,9 +159,9 @@ class Loop:
             await self.context.after_run(request, [*state.stored, *state.buffer], state.summary)
         except asyncio.CancelledError:
             trace.finish("cancelled")
-            # The run's own task is being cancelled: save the trace in a task of its own.
-            with suppress(Exception):
-                await asyncio.shield(self._save_trace(trace))
+            # The run's own task is being cancelled: the trace is still saved, to its end even
+            # if a second cancel (shutdown) arrives meanwhile.
+            await finish_despite_cancel(self._save_trace(trace), name="trace.save")
             raise
         except AgentError as exc:
             return await self._fail(request, trace, exc, state)

@@ -14,7 +14,7 @@ import pytest
 from agent_core import AgentSettings, EventBus, Loop, RunRequest, Tool, ToolRegistry
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 from agent_core.tools import FILE_TOOLS
-from agent_core.tracing import VERBOSE_INPUT_CHARS, render_tree
+from agent_core.tracing import VERBOSE_INPUT_CHARS, Trace, render_tree
 from bot.storage import Database, SqlSessionStore, SqlTraceStore, open_database
 
 
@@ -95,6 +95,40 @@ async def test_a_cancelled_run_still_saves_its_trace(db: Database, tmp_path: Pat
     llm = next(s for s in trace.spans if s.kind.value == "llm")
     assert llm.error  # the interrupted model call
     assert await SqlSessionStore(db).get_session("s1") is None
+
+
+class SlowTraceStore(SqlTraceStore):
+    """Saving takes a while: long enough for a second cancel to arrive mid-save."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.saving = asyncio.Event()
+
+    async def save_trace(self, trace: Trace) -> None:
+        self.saving.set()
+        await asyncio.sleep(0.2)
+        await super().save_trace(trace)
+
+
+async def test_a_second_cancel_does_not_abandon_the_trace_save(
+    db: Database, tmp_path: Path
+) -> None:
+    # /stop then shutdown: the run must not return before its trace is written, or shutdown
+    # closes the database under a detached save.
+    provider = ScriptedProvider(reply("late"), delay=30)
+    traces = SlowTraceStore(db)
+    settings = AgentSettings(id="main", model="m", workspace=tmp_path / "ws")
+    loop = Loop(settings, provider, ToolRegistry(), SqlSessionStore(db), traces, EventBus())
+    task = asyncio.create_task(loop.run(RunRequest(session_key="s1", message="hi", user_id="u")))
+    while not provider.requests:
+        await asyncio.sleep(0.005)
+    task.cancel()
+    await traces.saving.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [trace] = await SqlTraceStore(db).recent_traces(session_key="s1")
+    assert trace.status == "cancelled"
 
 
 async def test_print_traces_renders_a_tree(db: Database, tmp_path: Path) -> None:

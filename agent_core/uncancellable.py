@@ -1,0 +1,59 @@
+"""Finishing short clean-up work (saving a trace) inside a task that is being cancelled.
+
+``asyncio.shield`` alone is not enough: a second cancel (``/stop`` then shutdown) makes the
+outer ``await`` return at once and leaves the shielded work running detached, so shutdown
+closes the database under it and its connection is later garbage-collected unclosed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+CLEANUP_TIMEOUT_S = 10.0
+
+
+async def finish_despite_cancel(
+    work: Coroutine[Any, Any, T], *, grace: float = CLEANUP_TIMEOUT_S, name: str = "cleanup"
+) -> T | None:
+    """Run ``work`` to its end even if the caller is cancelled meanwhile, then re-raise.
+
+    Waits at most ``grace`` seconds once a cancellation arrived, so a hung database cannot
+    hold shutdown forever; after that the work is cancelled too and ``None`` is returned (or
+    the cancellation re-raised).
+    """
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    loop = asyncio.get_running_loop()
+    deadline: float | None = None
+    while not task.done():
+        try:
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            await asyncio.wait_for(asyncio.shield(task), remaining)
+        except asyncio.CancelledError:
+            cancelled = True
+            if deadline is None:
+                deadline = loop.time() + grace
+        except TimeoutError:
+            log.warning("cleanup.timed_out", work=name, grace_s=grace)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            break
+        except Exception:
+            break  # the work's own error: task.result() below raises it
+    if task.cancelled():
+        if cancelled:
+            raise asyncio.CancelledError
+        return None
+    if cancelled:
+        if (error := task.exception()) is not None:  # retrieved, so asyncio does not warn
+            log.warning("cleanup.failed", work=name, error=repr(error))
+        raise asyncio.CancelledError
+    return task.result()

@@ -1,0 +1,65 @@
+"""finish_despite_cancel: clean-up work survives repeated cancels, within a grace period."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agent_core.uncancellable import finish_despite_cancel
+
+
+async def test_returns_the_result_when_nobody_cancels() -> None:
+    async def work() -> int:
+        await asyncio.sleep(0)
+        return 7
+
+    assert await finish_despite_cancel(work()) == 7
+
+
+async def test_work_runs_to_its_end_through_two_cancels_then_the_cancel_propagates() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+    done: list[str] = []
+
+    async def work() -> None:
+        started.set()
+        await release.wait()
+        done.append("saved")
+
+    outer = asyncio.create_task(finish_despite_cancel(work()))
+    await started.wait()
+    outer.cancel()
+    await asyncio.sleep(0.01)
+    outer.cancel()
+    await asyncio.sleep(0.01)
+    assert not outer.done()  # still waiting for the work, not abandoning it
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await outer
+    assert done == ["saved"]
+
+
+async def test_hung_work_is_cancelled_after_the_grace_period() -> None:
+    cancelled = asyncio.Event()
+
+    async def hangs() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    outer = asyncio.create_task(finish_despite_cancel(hangs(), grace=0.05))
+    await asyncio.sleep(0.01)
+    outer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(outer, 5)
+    assert cancelled.is_set()
+
+
+async def test_the_works_own_error_is_raised_when_not_cancelled() -> None:
+    async def fails() -> None:
+        raise ValueError("disk full")
+
+    with pytest.raises(ValueError, match="disk full"):
+        await finish_despite_cancel(fails())
