@@ -15,7 +15,7 @@ from bot.delivery import deliver, send_with_retry
 from bot.reactions import ReactionState, StatusReactions
 from bot.run_registry import ActiveRun, RunRegistry
 from bot.typing_indicator import TypingIndicator
-from channels import Channel, InboundMessage
+from channels import Channel, InboundMessage, ProgressReporter
 
 log = structlog.get_logger(__name__)
 
@@ -126,6 +126,9 @@ class TurnRunner:
         await deliver(channel, msg.chat, result.content, reply_to=reply_to)
 
     def _reaction_updater(self, job: Job) -> Subscriber:
+        channel = job.reactions.channel
+        reporter = channel if isinstance(channel, ProgressReporter) else None
+
         async def on_event(event: Event) -> None:
             if event.run_id != job.run_id:
                 return
@@ -134,5 +137,9 @@ class TurnRunner:
                 job.reactions.progress(
                     ReactionState.TOOL if phase == "tool_exec" else ReactionState.THINKING
                 )
+                if reporter is not None and phase == "thinking":
+                    reporter.show_progress(job.reactions.message, None)
+            elif event.type is EventType.TOOL_CALL and reporter is not None:
+                reporter.show_progress(job.reactions.message, str(event.payload.get("name", "")))
 
         return on_event

@@ -1,7 +1,14 @@
 """Platform adapters. Knows platforms, nothing of LLMs."""
 
 from channels.errors import BadRequest, ChannelError, Forbidden, RetryAfter
-from channels.protocol import Channel, InboundHandler, SeenStore, StateStore, WebhookReceiver
+from channels.protocol import (
+    Channel,
+    InboundHandler,
+    ProgressReporter,
+    SeenStore,
+    StateStore,
+    WebhookReceiver,
+)
 from channels.types import (
     Capabilities,
     ChatRef,
@@ -24,6 +31,7 @@ __all__ = [
     "InboundHandler",
     "InboundMessage",
     "MessageRef",
+    "ProgressReporter",
     "RetryAfter",
     "SeenStore",
     "Sender",

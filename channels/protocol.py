@@ -42,6 +42,18 @@ class Channel(Protocol):
 
 
 @runtime_checkable
+class ProgressReporter(Protocol):
+    """An adapter that can say in words what the agent is doing (Slack's assistant status).
+
+    Reactions show a state as an emoji; this names it: "is using web_search…".
+    """
+
+    def show_progress(self, message: MessageRef, tool: str | None) -> None:
+        """``tool`` is the tool now running, ``None`` while the model thinks. Must not block:
+        it is called from the run's event stream, so the adapter schedules the API call."""
+
+
+@runtime_checkable
 class WebhookReceiver(Protocol):
     """An adapter that receives platform updates over HTTP on our own server.
 

@@ -23,7 +23,7 @@ from bot.server import create_app
 from channels import Forbidden
 from channels.slack import SlackChannel
 from tests.conftest import make_config
-from tests.fakes.llm_server import FakeLLM, delay, error, text
+from tests.fakes.llm_server import FakeLLM, call, delay, error, text, tool_calls
 from tests.fakes.slack_server import (
     EventSender,
     FakeSlack,
@@ -458,6 +458,18 @@ class TestProgress:
         await slack.wait_for(lambda: slack.statuses.get(("D7", event["thread_ts"])))
         await progress_bot.event(message_event("/stop", channel="D7", thread_ts=event["thread_ts"]))
         await slack.wait_for(lambda: [p.text for p in slack.posts] == ["Stopped."])
+        await self._assert_clean(slack, event)
+
+    async def test_status_names_the_tool_in_use_then_thinks_again(
+        self, progress_bot: Bot, slack: FakeSlack, llm: FakeLLM
+    ) -> None:
+        llm.script(delay(0.3, tool_calls(call("list_files"))), delay(0.6, text("found nothing")))
+        event = await self._run(progress_bot, slack)
+        await slack.wait_for(lambda: slack.posts)
+        texts = [t for (c, ts, t) in slack.status_log if (c, ts) == ("D7", event["thread_ts"])]
+        assert "is using list_files…" in texts
+        after_tool = texts[texts.index("is using list_files…") + 1 :]
+        assert "is thinking…" in after_tool  # the second model call shows thinking again
         await self._assert_clean(slack, event)
 
     async def test_backstop_clears_the_status_when_reactions_are_off(

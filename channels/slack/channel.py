@@ -90,7 +90,7 @@ class SlackSettings:
     pace_burst: int = 4
     assistant_status: bool = True
     thinking_status: str = "is thinking…"
-    tool_status: str = "is using a tool…"
+    tool_status: str = "is using {tool}…"  # {tool}: the tool's name
     status_ttl: float = 15.0
     """Backstop: a status not refreshed for this long is cleared."""
     ping_interval: float = 10.0
@@ -518,8 +518,6 @@ class SlackChannel:
                 self._spawn(self._clear_status(key), name="slack:status-clear")
             else:
                 self._cancel_pending_clear(key)
-                if emoji == "👨‍💻":
-                    await self._update_status_text(message.chat, self.settings.tool_status)
         try:
             with translate_slack_errors("reactions.add"):
                 await self.client.reactions_add(
@@ -576,6 +574,17 @@ class SlackChannel:
         status.expiry = self._spawn(
             self._expire_status(key, self.settings.status_ttl), name="slack:status-ttl"
         )
+
+    def show_progress(self, message: MessageRef, tool: str | None) -> None:
+        """ "is thinking…" / "is using read_file…" in an assistant thread that shows a status."""
+        key = _thread_key(message.chat)
+        if key is None or key not in self._statuses:
+            return
+        if tool is None:
+            text = self.settings.thinking_status
+        else:
+            text = self.settings.tool_status.replace("{tool}", tool or "a tool")
+        self._spawn(self._update_status_text(message.chat, text), name="slack:status-text")
 
     async def _set_status(self, key: tuple[str, str], text: str) -> bool:
         channel_id, thread_ts = key
