@@ -18,6 +18,7 @@ from agent_core import EventBus
 from agent_core.providers import Provider
 from bot.access import AccessPolicy, PairingStore
 from bot.agents import AgentRouter
+from bot.channel_startup import ChannelStarter
 from bot.config import Config
 from bot.gateway import Gateway
 from bot.maintenance import run_periodically
@@ -51,6 +52,7 @@ class Loopgate:
         self._stack = AsyncExitStack()
         self._db: Database | None = None
         self._gateway: Gateway | None = None
+        self.channel_starter = ChannelStarter()
 
     @property
     def gateway(self) -> Gateway:
@@ -124,8 +126,10 @@ class Loopgate:
 
     async def _start_channel(self, channel: Channel) -> None:
         self.gateway.add_channel(channel)
-        await channel.start(self.gateway.handle_inbound)
         self._stack.push_async_callback(channel.stop)
+        retry = await self.channel_starter.start(channel, self.gateway.handle_inbound)
+        if retry is not None:
+            self._start_background(retry)
 
     async def aclose(self) -> None:
         await self._stack.aclose()

@@ -44,8 +44,17 @@ def create_app(loopgate: Loopgate, *, manage_lifespan: bool = True) -> Starlette
         except Exception as exc:
             log.warning("healthz.database_failed", error=str(exc))
             return JSONResponse({"status": "error", "database": "unreachable"}, status_code=503)
+        channels = {name: state.value for name, state in loopgate.channel_starter.states.items()}
+        # A platform outage degrades the service but is no reason for the PaaS to restart us:
+        # still 200, and the channel keeps retrying by itself.
+        degraded = any(state != "up" for state in channels.values())
         return JSONResponse(
-            {"status": "ok", "database": "ok", "active_runs": loopgate.registry.active_runs}
+            {
+                "status": "degraded" if degraded else "ok",
+                "database": "ok",
+                "active_runs": loopgate.registry.active_runs,
+                "channels": channels,
+            }
         )
 
     page = resources.files("bot").joinpath("web/index.html").read_text(encoding="utf-8")
@@ -60,6 +69,9 @@ def create_app(loopgate: Loopgate, *, manage_lifespan: bool = True) -> Starlette
         # Channels are built at start-up, after routes exist: look the receiver up per request.
         for channel in loopgate.gateway.channels.values():
             if isinstance(channel, WebhookReceiver) and channel.webhook_path == request.url.path:
+                if not loopgate.channel_starter.is_up(channel.name):
+                    # Not yet able to answer (identity unknown): the platform retries later.
+                    return JSONResponse({"error": f"{channel.name} is starting"}, 503)
                 return await channel.handle_webhook(request)
         return JSONResponse({"error": "no enabled channel receives webhooks here"}, 404)
 

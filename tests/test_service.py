@@ -103,7 +103,12 @@ class TestServe:
         async with httpx.AsyncClient() as client:
             health = (await client.get(f"{served}/healthz")).json()
             page = await client.get(f"{served}/")
-        assert health == {"status": "ok", "database": "ok", "active_runs": 0}
+        assert health == {
+            "status": "ok",
+            "database": "ok",
+            "active_runs": 0,
+            "channels": {"web": "up", "cli": "up"},
+        }
         assert page.status_code == 200 and "<title>Loopgate" in page.text
         assert "new WebSocket" in page.text
 

@@ -129,8 +129,18 @@ class TelegramChannel:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self, on_message: InboundHandler) -> None:
-        with translate_telegram_errors():
-            await self.bot.initialize()  # getMe
+        try:
+            with translate_telegram_errors():
+                await self.bot.initialize()  # getMe
+        except Forbidden:
+            await self._close_http()
+            # PTB's message quotes the token: never let it reach a log or the console.
+            raise Forbidden(
+                "telegram rejected the bot token (check channels.telegram.token)"
+            ) from None
+        except BaseException:
+            await self._close_http()  # PTB opened its HTTP clients before getMe failed
+            raise
         self._initialized = True
         self.me = BotIdentity(self.bot.id, self.bot.username)
         self._handler = on_message
@@ -166,6 +176,10 @@ class TelegramChannel:
             self._initialized = False
             with suppress(Exception):
                 await self.bot.shutdown()
+
+    async def _close_http(self) -> None:
+        with suppress(Exception):
+            await self.bot.shutdown()
 
     async def _register_commands(self) -> None:
         try:

@@ -1,0 +1,123 @@
+"""A platform that is down at start-up: the service starts anyway and the channel catches up;
+a token that can never work still stops start-up with a clear error."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from bot.app import Loopgate
+from bot.channel_startup import ChannelStarter
+from bot.server import create_app
+from channels import Forbidden
+from tests.conftest import make_config
+from tests.fakes.llm_server import FakeLLM
+from tests.fakes.telegram_server import FakeTelegram
+
+
+@pytest.fixture
+async def tg() -> FakeTelegram:  # type: ignore[misc]
+    async with FakeTelegram() as server:
+        yield server
+
+
+def loopgate(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, **telegram: object) -> Loopgate:
+    section = {
+        "enabled": True,
+        "token": tg.token,
+        "api_base_url": tg.base_url,
+        "polling_timeout": 1,
+        "rate_limit": "off",
+        **telegram,
+    }
+    app = Loopgate(make_config(tmp_path, llm, channels={"telegram": section}))
+    app.channel_starter = ChannelStarter(initial_delay=0.2, max_delay=0.4)
+    return app
+
+
+async def health(app: Loopgate) -> dict[str, object]:
+    transport = httpx.ASGITransport(app=create_app(app, manage_lifespan=False))
+    async with httpx.AsyncClient(transport=transport, base_url="http://bot") as http:
+        response = await http.get("/healthz")
+    assert response.status_code == 200
+    body: dict[str, object] = response.json()
+    return body
+
+
+async def until_up(app: Loopgate, name: str) -> None:
+    async with asyncio.timeout(10):
+        while not app.channel_starter.is_up(name):
+            await asyncio.sleep(0.02)
+
+
+async def test_telegram_down_at_start_is_retried_while_the_rest_serves(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    tg.fail_next("getMe", 502, count=2)
+    with capture_logs() as logs:
+        async with loopgate(tmp_path, llm, tg) as app:
+            body = await health(app)
+            assert body["status"] == "degraded"
+            assert body["channels"] == {"web": "up", "cli": "up", "telegram": "retrying"}
+            await until_up(app, "telegram")
+            assert (await health(app))["status"] == "ok"
+
+            tg.push(tg.private_message("are you there?"))
+            await tg.wait_for(lambda: tg.sent)
+    assert tg.sent[0]["text"] == "echo: are you there?"
+    failures = [e for e in logs if e["event"] == "channel.start_failed"]
+    assert len(failures) == 2 and all(e["channel"] == "telegram" for e in failures)
+    assert any(e["event"] == "channel.started_after_retry" for e in logs)
+    assert all(tg.token not in str(e) for e in logs)  # never log the token
+
+
+async def test_webhooks_get_503_until_the_channel_is_up(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    tg.fail_next("getMe", 502, count=100)
+    app = loopgate(
+        tmp_path,
+        llm,
+        tg,
+        mode="webhook",
+        webhook_url="https://bot.example/telegram/webhook",
+        webhook_secret="s3cret",
+    )
+    async with app:
+        transport = httpx.ASGITransport(app=create_app(app, manage_lifespan=False))
+        async with httpx.AsyncClient(transport=transport, base_url="http://bot") as http:
+            response = await http.post(
+                "/telegram/webhook",
+                json={"update_id": 1, **tg.private_message("hi")},
+                headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret"},
+            )
+        assert response.status_code == 503  # Telegram keeps the update and retries
+    assert tg.sent == [] and llm.chat_requests == []
+
+
+async def test_a_refused_token_stops_start_up(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    tg.fail_next("getMe", 401, "Unauthorized")
+    app = loopgate(tmp_path, llm, tg)
+    with pytest.raises(Forbidden, match=r"channels\.telegram\.token") as info:
+        await app.start()
+    await app.aclose()
+    assert tg.token not in str(info.value) and info.value.__cause__ is None
+    assert len(tg.calls_of("getMe")) == 1  # not retried
+
+
+async def test_shutdown_cancels_a_pending_retry(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    tg.fail_next("getMe", 502, count=100)
+    async with loopgate(tmp_path, llm, tg) as app:
+        await asyncio.sleep(0.3)
+        assert app.channel_starter.states["telegram"] == "retrying"
+    calls = len(tg.calls_of("getMe"))
+    await asyncio.sleep(0.6)
+    assert len(tg.calls_of("getMe")) == calls  # nothing left retrying after shutdown
