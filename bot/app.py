@@ -67,6 +67,14 @@ class Loopgate:
         return self._db
 
     async def start(self) -> None:
+        """Open everything; on failure, close what was already opened, then re-raise."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def _start(self) -> None:
         self._db = await open_database(self.config.database.url)
         self._stack.push_async_callback(self._db.aclose)
         sessions = SqlSessionStore(self._db)

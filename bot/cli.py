@@ -57,27 +57,45 @@ def _load(path: Path | None) -> Config:
 
 
 def _serve(config: Config) -> int:
+    return asyncio.run(_serve_async(config))
+
+
+async def _serve_async(config: Config) -> int:
     import uvicorn
 
     from bot.app import Loopgate
     from bot.server import create_app
+    from bot.storage import StorageError
+    from channels import ChannelError
 
-    app = create_app(Loopgate(config))
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=config.server.host,
-            port=config.server.port,
-            log_config=None,
-            proxy_headers=True,
-            lifespan="on",
+    loopgate = Loopgate(config)
+    # Started here rather than in the ASGI lifespan: a refused token or an unreachable database
+    # becomes one clear line and exit code 1, not a uvicorn traceback.
+    try:
+        await loopgate.start()
+    except (ChannelError, StorageError) as exc:
+        print(f"loopgate: cannot start: {exc}", file=sys.stderr)
+        return 1
+    # The app's lifespan closes loopgate: uvicorn re-raises SIGTERM once it has shut down, so
+    # code after serve() would never run on a PaaS stop.
+    try:
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(loopgate, started=True),
+                host=config.server.host,
+                port=config.server.port,
+                log_config=None,
+                proxy_headers=True,
+                lifespan="on",
+            )
         )
-    )
-    print(
-        f"Loopgate listening on http://{config.server.host}:{config.server.port}/",
-        file=sys.stderr,
-    )
-    server.run()
+        print(
+            f"Loopgate listening on http://{config.server.host}:{config.server.port}/",
+            file=sys.stderr,
+        )
+        await server.serve()
+    finally:
+        await loopgate.aclose()
     return 0
 
 

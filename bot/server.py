@@ -26,16 +26,24 @@ from channels.local import Outbound
 log = structlog.get_logger(__name__)
 
 
-def create_app(loopgate: Loopgate, *, manage_lifespan: bool = True) -> Starlette:
-    """The ASGI app. With ``manage_lifespan`` the app starts and stops ``loopgate`` itself."""
+def create_app(
+    loopgate: Loopgate, *, manage_lifespan: bool = True, started: bool = False
+) -> Starlette:
+    """The ASGI app. With ``manage_lifespan`` the app starts and stops ``loopgate`` itself;
+    with ``started`` the caller has started it already and the app only stops it."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if manage_lifespan:
+        if not manage_lifespan:
+            yield
+        elif started:
+            try:
+                yield
+            finally:
+                await loopgate.aclose()
+        else:
             async with loopgate:
                 yield
-        else:
-            yield
 
     async def healthz(request: Request) -> JSONResponse:
         try:

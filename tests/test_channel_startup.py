@@ -106,7 +106,6 @@ async def test_a_refused_token_stops_start_up(
     app = loopgate(tmp_path, llm, tg)
     with pytest.raises(Forbidden, match=r"channels\.telegram\.token") as info:
         await app.start()
-    await app.aclose()
     assert tg.token not in str(info.value) and info.value.__cause__ is None
     assert len(tg.calls_of("getMe")) == 1  # not retried
 

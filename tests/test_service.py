@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -15,6 +17,7 @@ import pytest
 import websockets
 
 from tests.fakes.llm_server import FakeLLM, text
+from tests.fakes.telegram_server import FakeTelegram
 
 OFFLINE_MARKER = "No LLM is configured"
 
@@ -136,6 +139,39 @@ class TestServe:
             await ws.send("not json")
             frame = json.loads(await ws.recv())
             assert frame["type"] == "error" and "expected" in frame["error"]
+
+
+class TestServeStartup:
+    async def test_a_refused_token_is_one_clear_line_and_exit_1(self, tmp_path: Path) -> None:
+        async with FakeTelegram() as tg:
+            tg.fail_next("getMe", 401, "Unauthorized")
+            (tmp_path / "config.yaml").write_text(
+                "channels:\n  telegram:\n"
+                f"    {{enabled: true, token: '{tg.token}', api_base_url: '{tg.base_url}'}}\n"
+            )
+            code, out, err = await run_cli(tmp_path, "serve", "--port", str(free_port()))
+        assert code == 1
+        assert "loopgate: cannot start: telegram rejected the bot token" in err
+        assert "Traceback" not in err and tg.token not in err + out
+
+    async def test_sigterm_closes_everything_before_exit(self, tmp_path: Path) -> None:
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "serve", "--port", str(port),
+            cwd=tmp_path, env=clean_env(tmp_path),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        async with httpx.AsyncClient() as client:
+            for _ in range(200):
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get(f"http://127.0.0.1:{port}/healthz")).is_success:
+                        break
+                await asyncio.sleep(0.1)
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+        # uvicorn re-raises SIGTERM after its shutdown: -15 is the normal end of a PaaS stop.
+        assert proc.returncode in (0, -signal.SIGTERM)
+        assert "loopgate.stopped" in err.decode()
 
 
 class TestInteractiveChat:
