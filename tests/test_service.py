@@ -73,8 +73,8 @@ class TestChatCommand:
         assert "channels.zalo.token: field required" in err
 
 
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[str]:
+async def start_server(tmp_path: Path) -> tuple[asyncio.subprocess.Process, str]:
+    """``loopgate serve`` in a subprocess, once ``/healthz`` answers."""
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "serve", "--port", str(port),
@@ -82,19 +82,23 @@ async def served(tmp_path: Path) -> AsyncIterator[str]:
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient() as client:
+        for _ in range(200):
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get(f"{base}/healthz")).status_code == 200:
+                    return proc, base
+            if proc.returncode is not None:
+                raise AssertionError("server exited early")
+            await asyncio.sleep(0.1)
+    proc.terminate()
+    await asyncio.wait_for(proc.wait(), 20)
+    raise AssertionError("server did not become healthy")
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[str]:
+    proc, base = await start_server(tmp_path)
     try:
-        async with httpx.AsyncClient() as client:
-            for _ in range(200):
-                try:
-                    if (await client.get(f"{base}/healthz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.returncode is not None:
-                    raise AssertionError("server exited early")
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("server did not become healthy")
         yield base
     finally:
         proc.terminate()
@@ -155,18 +159,7 @@ class TestServeStartup:
         assert "Traceback" not in err and tg.token not in err + out
 
     async def test_sigterm_closes_everything_before_exit(self, tmp_path: Path) -> None:
-        port = free_port()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "serve", "--port", str(port),
-            cwd=tmp_path, env=clean_env(tmp_path),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        async with httpx.AsyncClient() as client:
-            for _ in range(200):
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get(f"http://127.0.0.1:{port}/healthz")).is_success:
-                        break
-                await asyncio.sleep(0.1)
+        proc, _ = await start_server(tmp_path)
         proc.terminate()
         _, err = await asyncio.wait_for(proc.communicate(), 20)
         # uvicorn re-raises SIGTERM after its shutdown: -15 is the normal end of a PaaS stop.
