@@ -186,7 +186,13 @@ class ZaloChannel:
             data = json.loads(body)
         except ValueError:
             return JSONResponse({"ok": False, "description": "invalid JSON"}, 400)
-        for update in parse_updates(data):
+        updates = parse_updates(data)
+        if not updates:
+            # Still acknowledged: Zalo's webhook shapes are not fully documented, and refusing a
+            # shape we don't know would only make Zalo redeliver it.
+            shape = sorted(data)[:10] if isinstance(data, dict) else type(data).__name__
+            log.warning("zalo.webhook_unrecognized", shape=shape)
+        for update in updates:
             # Acknowledge now, work later: a slow run must never make Zalo redeliver.
             task = asyncio.create_task(self._dispatch(update), name="zalo:webhook")
             self._tasks.add(task)
