@@ -1,8 +1,9 @@
 """config.yaml: loading, ``${VAR}`` interpolation, validation.
 
-Everything an operator can set lives here, validated once at start-up. A bad value stops the
-process with a message that names the key path (``channels.telegram.token: field required``).
-Secrets can always come from the environment: ``token: ${TELEGRAM_TOKEN}``.
+Everything an operator can set lives here (the ``channels:`` section in :mod:`bot.channel_config`),
+validated once at start-up. A bad value stops the process with a message that names the key path
+(``channels.telegram.token: field required``). Secrets can always come from the environment:
+``token: ${TELEGRAM_TOKEN}``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ from pydantic import (
     model_validator,
 )
 
+# The channel sections are re-exported: ``from bot.config import SlackConfig`` keeps working.
+from bot.channel_config import ChannelsConfig as ChannelsConfig
+from bot.channel_config import SlackConfig as SlackConfig
+from bot.channel_config import SlackRateLimit as SlackRateLimit
+from bot.channel_config import TelegramConfig as TelegramConfig
+from bot.channel_config import TelegramRateLimit as TelegramRateLimit
+from bot.channel_config import ZaloConfig as ZaloConfig
+from bot.config_base import StrictModel
+
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -38,23 +48,18 @@ class ConfigFileError(Exception):
         super().__init__(where + "invalid configuration\n  " + "\n  ".join(problems))
 
 
-class _Model(BaseModel):
-    # Unknown keys are typos more often than not: reject them so they are noticed.
-    model_config = ConfigDict(extra="forbid")
-
-
-class DatabaseConfig(_Model):
+class DatabaseConfig(StrictModel):
     url: str = "sqlite+aiosqlite:///./data/loopgate.db"
     """SQLAlchemy async URL: ``sqlite+aiosqlite:///path`` or ``postgresql+asyncpg://...``."""
 
 
-class ServerConfig(_Model):
+class ServerConfig(StrictModel):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     """Overridden by the ``PORT`` environment variable (PaaS convention)."""
 
 
-class ProviderConfig(_Model):
+class ProviderConfig(StrictModel):
     kind: Literal["openai", "anthropic"] = "openai"
     """Wire protocol: ``openai`` (Chat Completions, any compatible server) or ``anthropic``
     (Messages API; ``base_url`` then defaults to https://api.anthropic.com)."""
@@ -95,7 +100,7 @@ class ProvidersConfig(BaseModel):
         return {"openai": self.openai, **extra}
 
 
-class ContextPruningConfig(_Model):
+class ContextPruningConfig(StrictModel):
     """Context pruning (agent-loop spec section 6); ``mode: off`` disables it."""
 
     mode: Literal["", "cache-ttl", "off"] = ""
@@ -112,7 +117,7 @@ class ContextPruningConfig(_Model):
         return "off" if value is False else value  # YAML 1.1 reads a bare ``off`` as False
 
 
-class MemoryFlushConfig(_Model):
+class MemoryFlushConfig(StrictModel):
     """The memory-saving agent turn before post-run compaction (spec section 8)."""
 
     enabled: bool = True
@@ -123,7 +128,7 @@ class MemoryFlushConfig(_Model):
     """Default: the spec's "Pre-compaction memory flush. ..." prompt."""
 
 
-class CompactionConfig(_Model):
+class CompactionConfig(StrictModel):
     """Mid-loop and post-run compaction (spec section 7)."""
 
     enabled: bool = True
@@ -138,7 +143,7 @@ class CompactionConfig(_Model):
     memory_flush: MemoryFlushConfig = Field(default_factory=MemoryFlushConfig)
 
 
-class AgentDefaults(_Model):
+class AgentDefaults(StrictModel):
     max_iterations: int = Field(20, ge=1, le=200)
     context_window: int = Field(200_000, ge=1000)
     workspace: Path = Path("./data/workspaces")
@@ -166,7 +171,7 @@ class AgentDefaults(_Model):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
 
 
-class AgentConfig(_Model):
+class AgentConfig(StrictModel):
     """One agent; unset fields fall back to ``agents.defaults``."""
 
     id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
@@ -192,7 +197,7 @@ class AgentConfig(_Model):
     """Keys set here override ``agents.defaults.compaction`` one by one."""
 
 
-class AgentsConfig(_Model):
+class AgentsConfig(StrictModel):
     default: str = "main"
     cache_ttl: float = Field(300.0, ge=0)
     """Seconds a resolved agent is reused before it is rebuilt from config and the database."""
@@ -200,7 +205,7 @@ class AgentsConfig(_Model):
     list: builtins.list[AgentConfig] = Field(default_factory=builtins.list)
 
 
-class BotConfig(_Model):
+class BotConfig(StrictModel):
     """Scheduling and user-facing behaviour shared by every channel."""
 
     queue_cap: int = Field(10, ge=1)
@@ -224,145 +229,12 @@ class BotConfig(_Model):
     reaction_cleanup: Literal["clear", "final"] = "clear"
 
 
-class _ChannelBase(_Model):
-    enabled: bool = False
-    agent: str | None = None
-    admins: list[str] = Field(default_factory=list)
-    """User ids allowed to stop anyone's run in this channel's groups."""
-    dm_policy: Literal["open", "allowlist", "pairing", "disabled"] = "open"
-    group_policy: Literal["mention", "open", "allowlist", "disabled"] = "mention"
-    """``mention``: answer in groups only when addressed (mention, reply to the bot, /cmd@bot)."""
-    allow_from: list[str] = Field(default_factory=list)
-    """User ids accepted in DMs under ``dm_policy: allowlist``."""
-    group_allow_from: list[str] = Field(default_factory=list)
-    """Chat ids (groups) accepted under ``group_policy: allowlist``."""
-
-    def _require(self, channel: str, *fields: str) -> list[str]:
-        if not self.enabled:
-            return []
-        return [
-            f"channels.{channel}.{name}: field required (the channel is enabled)"
-            for name in fields
-            if not getattr(self, name)
-        ]
-
-
-class TelegramRateLimit(_Model):
-    """Token buckets for message sends and edits (typing and reactions are not counted)."""
-
-    per_chat: float = Field(1.0, gt=0)
-    """Sustained messages per second in one chat."""
-    per_chat_burst: int = Field(3, ge=1)
-    """Messages allowed back to back in one chat before pacing starts."""
-    per_group_per_minute: float = Field(20.0, gt=0)
-    """Sustained messages per minute in one group (Telegram's documented group limit)."""
-    per_group_burst: int = Field(5, ge=1)
-    overall: float = Field(30.0, gt=0)
-    """Sustained messages per second across all chats."""
-    overall_burst: int = Field(30, ge=1)
-
-
-class TelegramConfig(_ChannelBase):
-    token: str = ""
-    api_base_url: str = "https://api.telegram.org"
-    """Every call goes to ``{api_base_url}/bot{token}/{method}`` (self-hosted Bot API works)."""
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str = ""
-    """Public URL Telegram posts to; our server answers it at ``POST /telegram/webhook``."""
-    webhook_secret: str = ""
-    allowed_updates: list[str] = Field(default_factory=lambda: ["message"])
-    """Update types requested from Telegram (``getUpdates`` and ``setWebhook``)."""
-    polling_timeout: int = Field(30, ge=0, le=50)
-    """Seconds one ``getUpdates`` long poll waits when there is nothing new."""
-    rate_limit: TelegramRateLimit | Literal["off"] = Field(
-        default_factory=lambda: TelegramRateLimit()
-    )
-    """Send pacing; ``off`` for self-hosted Bot API servers and benchmarks (429 still holds)."""
-    reactions: bool = True
-    """Status reactions in this channel (``bot.reactions`` must be on too)."""
-    reply_context_chars: int = Field(500, ge=0)
-    """How much of a replied-to message the model sees (longer quotes are truncated)."""
-
-    @field_validator("rate_limit", mode="before")
-    @classmethod
-    def _rate_limit_off(cls, value: Any) -> Any:
-        # YAML 1.1 reads a bare ``off`` as False.
-        return "off" if value is False else value
-
-
-class SlackConfig(_ChannelBase):
-    bot_token: str = ""
-    app_token: str = ""
-    signing_secret: str = ""
-    api_base_url: str = "https://slack.com/api/"
-    mode: Literal["socket", "http"] = "socket"
-    reply_in_thread: bool = True
-    """In channels, answer in the thread of the triggering message (DMs are always inline)."""
-    rate_limit: SlackRateLimit | Literal["off"] = Field(default_factory=lambda: SlackRateLimit())
-    """Pacing of posts per Slack channel; ``off`` disables it (429 ``Retry-After`` still holds)."""
-    assistant_status: bool = True
-    """Show "is thinking…" with ``assistant.threads.setStatus`` where Slack allows it."""
-    ping_interval: float = Field(10.0, gt=0)
-    """Socket Mode: seconds between pings; a socket silent for 4 intervals is reconnected."""
-
-    @field_validator("rate_limit", mode="before")
-    @classmethod
-    def _rate_limit_off(cls, value: Any) -> Any:
-        # YAML 1.1 reads a bare ``off`` as False.
-        return "off" if value is False else value
-
-
-class SlackRateLimit(_Model):
-    per_second: float = Field(1.0, gt=0)
-    """Sustained posts per second in one Slack channel (Slack allows about one)."""
-    burst: int = Field(4, ge=1)
-    """Posts allowed back to back before pacing starts, so a conversation is never delayed."""
-
-
-class ZaloConfig(_ChannelBase):
-    token: str = ""
-    api_base_url: str = "https://bot-api.zaloplatforms.com"
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str = ""
-    """Public HTTPS URL Zalo posts to; our server answers it at ``POST /zalo/webhook``."""
-    webhook_secret: str = ""
-    """8 to 256 characters; Zalo sends it back in ``X-Bot-Api-Secret-Token``."""
-    polling_timeout: int = Field(30, ge=1, le=60)
-    """Seconds one ``getUpdates`` long poll waits when there is nothing new."""
-    request_timeout: float = Field(10.0, gt=0)
-    """Seconds to wait for any other API call."""
-    send_attempts: int = Field(3, ge=1, le=10)
-    """Tries per API call when a retry is safe (429, 502/503/504, connect errors)."""
-    backoff_initial: float = Field(1.0, gt=0)
-    """First delay after a failed call or poll; doubles per consecutive failure."""
-    backoff_max: float = Field(60.0, gt=0)
-    """Longest delay between polls while the API keeps failing (e.g. a bad token)."""
-    group_delivery: Literal["all", "addressed_only"] = "all"
-    """``all``: Zalo sends every group message and the bot answers when @mentioned or replied
-    to. ``addressed_only``: Zalo only sends messages addressed to the bot; each one counts."""
-    mention_names: list[str] = Field(default_factory=list)
-    """Extra names that address the bot as ``@name`` in groups (besides what ``getMe`` says)."""
-
-    @field_validator("webhook_secret")
-    @classmethod
-    def _secret_length(cls, value: str) -> str:
-        if value and not 8 <= len(value) <= 256:
-            raise ValueError("must be 8 to 256 characters (a Zalo setWebhook rule)")
-        return value
-
-
-class ChannelsConfig(_Model):
-    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
-    slack: SlackConfig = Field(default_factory=SlackConfig)
-    zalo: ZaloConfig = Field(default_factory=ZaloConfig)
-
-
-class LoggingConfig(_Model):
+class LoggingConfig(StrictModel):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["console", "json"] = "console"
 
 
-class Config(_Model):
+class Config(StrictModel):
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
@@ -373,18 +245,7 @@ class Config(_Model):
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""
-        problems: list[str] = []
-        ch = self.channels
-        problems += ch.telegram._require("telegram", "token")
-        if ch.telegram.mode == "webhook":
-            problems += ch.telegram._require("telegram", "webhook_url", "webhook_secret")
-        problems += ch.slack._require("slack", "bot_token")
-        problems += ch.slack._require(
-            "slack", "app_token" if ch.slack.mode == "socket" else "signing_secret"
-        )
-        problems += ch.zalo._require("zalo", "token")
-        if ch.zalo.mode == "webhook":
-            problems += ch.zalo._require("zalo", "webhook_url", "webhook_secret")
+        problems = self.channels.semantic_problems()
         providers = self.providers.all()
         # agents.default and channels.<name>.agent may also name agents stored in the database
         # (``loopgate agents set``), unknown here: start-up logs ``agent.unknown`` for those.
