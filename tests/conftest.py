@@ -19,6 +19,10 @@ from channels import ChatRef, ChatType, InboundMessage, Sender
 from channels.local import LocalChannel, Outbound
 from tests.fakes.llm_server import FakeLLM
 
+# A plugin rather than imports: the Slack test modules share its fixtures, and importing a fixture
+# into a module reads as an unused import to ruff.
+pytest_plugins = ["tests.slack_support"]
+
 
 @pytest.fixture(autouse=True)
 def _reset_logging() -> Iterator[None]:

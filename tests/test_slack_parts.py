@@ -22,7 +22,8 @@ from channels.slack.normalize import (
     strip_mention,
 )
 from channels.slack.posting import MessagePoster, SafeServerErrorRetryHandler, api_method
-from tests.fakes.slack_server import FakeSlack, next_ts
+from tests.fakes.slack_events import next_ts
+from tests.fakes.slack_server import FakeSlack
 
 
 class TestTranslateErrorsWithRequest:

@@ -1,4 +1,4 @@
-"""A real-HTTP fake of the Slack Web API and Socket Mode, plus an Events API sender, for tests.
+"""A real-HTTP fake of the Slack Web API and Socket Mode, for tests.
 
 It listens on 127.0.0.1 (a free port) inside the test's event loop; the real slack_sdk /
 slack-bolt clients talk to it through ``base_url``::
@@ -21,17 +21,14 @@ Failures (:meth:`fail`, :meth:`hang`) are queued per method: refused outright, c
 then answered with an error (``after_posting``), or carried out and answered only after a delay
 the client's timeout doesn't wait for.
 
-:class:`EventSender` signs Events API requests (v0 HMAC) with the app's signing secret, or
-forges / backdates them.
+The events Slack sends the bot (payload builders, the signed Events API sender) are in
+:mod:`tests.fakes.slack_events`; they are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
-import itertools
 import json
 import time
 import urllib.parse
@@ -40,13 +37,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from tests.fakes.slack_events import (
+    EventSender,
+    app_mention_event,
+    event_callback,
+    message_event,
+    next_id,
+    next_ts,
+)
 
 __all__ = [
     "ApiCall",
@@ -58,66 +63,6 @@ __all__ = [
     "message_event",
     "next_ts",
 ]
-
-_event_counter = itertools.count(1)
-_last_ts = 0.0
-
-
-def next_ts() -> str:
-    """A unique, increasing Slack message timestamp (``seconds.micros`` of the real clock)."""
-    global _last_ts
-    _last_ts = max(time.time(), _last_ts + 1e-6)
-    return f"{_last_ts:.6f}"
-
-
-def message_event(
-    text: str,
-    *,
-    user: str = "UALICE",
-    channel: str = "C1",
-    channel_type: str | None = None,
-    ts: str | None = None,
-    thread_ts: str | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    kind = channel_type or ("im" if channel.startswith("D") else "channel")
-    event: dict[str, Any] = {
-        "type": "message",
-        "channel": channel,
-        "channel_type": kind,
-        "user": user,
-        "text": text,
-        "ts": ts or next_ts(),
-        "event_ts": ts or next_ts(),
-    }
-    if thread_ts:
-        event["thread_ts"] = thread_ts
-    event.update(extra)
-    return event
-
-
-def app_mention_event(message: dict[str, Any]) -> dict[str, Any]:
-    """The ``app_mention`` Slack sends alongside ``message`` for the same post."""
-    event = {k: v for k, v in message.items() if k != "channel_type"}
-    event["type"] = "app_mention"
-    return event
-
-
-def event_callback(
-    event: dict[str, Any], *, event_id: str | None = None, team: str = "T1"
-) -> dict[str, Any]:
-    return {
-        "token": "legacy-verification-token",
-        "team_id": team,
-        "api_app_id": "A1",
-        "event": event,
-        "type": "event_callback",
-        "event_id": event_id or f"Ev{next(_event_counter):08d}",
-        "event_time": int(time.time()),
-        "authorizations": [
-            {"team_id": team, "user_id": "UBOT", "is_bot": True, "is_enterprise_install": False}
-        ],
-    }
 
 
 @dataclass(frozen=True)
@@ -251,7 +196,7 @@ class FakeSlack:
         """Send one Socket Mode envelope on the open socket; returns its envelope_id."""
         await self.wait_for(lambda: self._socket is not None)
         assert self._socket is not None
-        envelope_id = f"env-{next(_event_counter)}"
+        envelope_id = f"env-{next_id()}"
         envelope = {
             "envelope_id": envelope_id,
             "type": kind,
@@ -350,7 +295,7 @@ class FakeSlack:
         }
 
     def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"url": f"ws://127.0.0.1:{self.port}/socket-mode?ticket={next(_event_counter)}"}
+        return {"url": f"ws://127.0.0.1:{self.port}/socket-mode?ticket={next_id()}"}
 
     def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
         channel, text = str(args.get("channel", "")), str(args.get("text", ""))
@@ -497,57 +442,3 @@ def _in_window(message: dict[str, Any], args: dict[str, Any]) -> bool:
         if ts > latest or (ts == latest and not inclusive):
             return False
     return True
-
-
-@dataclass
-class EventSender:
-    """Posts Events API requests to the bot, signed like Slack does (or not)."""
-
-    client: httpx.AsyncClient
-    signing_secret: str
-    path: str = "/slack/events"
-
-    def headers(
-        self, body: bytes, *, timestamp: int | None = None, secret: str | None = None
-    ) -> dict[str, str]:
-        ts = str(int(time.time()) if timestamp is None else timestamp)
-        base = b"v0:" + ts.encode() + b":" + body
-        key = (self.signing_secret if secret is None else secret).encode()
-        signature = "v0=" + hmac.new(key, base, hashlib.sha256).hexdigest()
-        return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
-
-    async def send(
-        self,
-        payload: dict[str, Any],
-        *,
-        retry_num: int | None = None,
-        timestamp: int | None = None,
-        secret: str | None = None,
-    ) -> httpx.Response:
-        body = json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json"}
-        headers |= self.headers(body, timestamp=timestamp, secret=secret)
-        if retry_num is not None:
-            headers |= {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "timeout"}
-        return await self.client.post(self.path, content=body, headers=headers)
-
-    async def send_event(
-        self, event: dict[str, Any], *, event_id: str | None = None, **kw: Any
-    ) -> httpx.Response:
-        return await self.send(event_callback(event, event_id=event_id), **kw)
-
-    async def send_command(self, command: str, *, user: str, channel: str) -> httpx.Response:
-        """A slash command, form-encoded like Slack sends it."""
-        form = {
-            "command": command,
-            "text": "",
-            "user_id": user,
-            "user_name": user.lower(),
-            "channel_id": channel,
-            "team_id": "T1",
-            "trigger_id": f"trigger-{next(_event_counter)}",
-            "response_url": "http://127.0.0.1:9/unused",
-        }
-        body = urllib.parse.urlencode(form).encode()
-        headers = {"Content-Type": "application/x-www-form-urlencoded"} | self.headers(body)
-        return await self.client.post(self.path, content=body, headers=headers)

@@ -4,8 +4,9 @@ It listens on 127.0.0.1 (a free port) inside the test's event loop and answers
 ``POST /bot{token}/{method}`` like Telegram: ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error_code": ..., "description": ...}``. python-telegram-bot talks to it through
 ``base_url``. It is strict where Telegram is: ``sendMessage`` with ``parse_mode=HTML`` rejects
-unsupported or unbalanced tags and unknown entities ("can't parse entities"), and any text longer
-than 4096 UTF-16 units after parsing ("message is too long")::
+unsupported or unbalanced tags and unknown entities ("can't parse entities",
+:mod:`tests.fakes.telegram_html`), and any text longer than 4096 UTF-16 units after parsing
+("message is too long")::
 
     async with FakeTelegram() as tg:
         tg.push(tg.private_message("hi", user_id=42))          # next getUpdates returns it
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import html
 import json
 import re
 import time
@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes.loopback import LoopbackServer
+from tests.fakes.telegram_html import HtmlError, parse_html
 
 __all__ = ["Call", "Failure", "FakeTelegram"]
 
@@ -50,30 +51,6 @@ _INT_PARAMS = {
     "message_id",
     "user_id",
 }
-_HTML_TAGS = {
-    "b",
-    "strong",
-    "i",
-    "em",
-    "u",
-    "ins",
-    "s",
-    "strike",
-    "del",
-    "a",
-    "code",
-    "pre",
-    "blockquote",
-    "tg-spoiler",
-    "span",
-    "tg-emoji",
-}
-_TOKEN_RE = re.compile(
-    r"<(/?)([A-Za-z][A-Za-z0-9-]*)((?:\s[^<>]*)?)>"  # a tag
-    r"|<"  # a stray "<": Telegram rejects it
-    r"|&(#x[0-9a-fA-F]+|#\d+|\w+);"  # an entity
-)
-_NAMED_ENTITIES = {"lt", "gt", "amp", "quot"}
 # The emoji a bot may react with (Telegram rejects others with REACTION_INVALID).
 ALLOWED_REACTIONS = {
     *"👍👎❤🔥🥰👏😁🤔🤯😱🤬😢🎉🤩🤮💩🙏👌🕊🤡🥱🥴😍🐳🌚🌭💯🤣⚡🍌🏆💔🤨😐",
@@ -395,7 +372,10 @@ class FakeTelegram:
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         text = params.get("text", "")
-        plain = _parse_html(text) if params.get("parse_mode") == "HTML" else text
+        try:
+            plain = parse_html(text) if params.get("parse_mode") == "HTML" else text
+        except HtmlError as exc:
+            raise ApiError(400, f"Bad Request: can't parse entities: {exc}") from None
         if not plain.strip():
             raise ApiError(400, "Bad Request: message text is empty")
         if len(plain.encode("utf-16-le")) // 2 > MAX_TEXT_UNITS:
@@ -445,56 +425,3 @@ def _decode(body: bytes, content_type: str) -> dict[str, Any]:
         else:
             params[key] = value
     return params
-
-
-def _parse_html(text: str) -> str:
-    """Telegram's HTML parse mode: the visible text, or ApiError like Telegram's."""
-    out: list[str] = []
-    stack: list[str] = []
-    pos = 0
-    for match in _TOKEN_RE.finditer(text):
-        out.append(text[pos : match.start()])
-        pos = match.end()
-        token = match.group(0)
-        offset = len(text[: match.start()].encode())
-        if token == "<":
-            raise ApiError(
-                400,
-                f"Bad Request: can't parse entities: Unexpected character '<' at byte "
-                f"offset {offset}",
-            )
-        if match.group(4) is not None:
-            name = match.group(4)
-            if not name.startswith("#") and name not in _NAMED_ENTITIES:
-                raise ApiError(
-                    400,
-                    f"Bad Request: can't parse entities: Unsupported HTML entity at byte "
-                    f"offset {offset}",
-                )
-            out.append(html.unescape(token))
-            continue
-        closing, tag = match.group(1) == "/", match.group(2).lower()
-        if tag not in _HTML_TAGS:
-            raise ApiError(
-                400,
-                f'Bad Request: can\'t parse entities: Unsupported start tag "{tag}" at byte '
-                f"offset {offset}",
-            )
-        if closing:
-            if not stack or stack[-1] != tag:
-                raise ApiError(
-                    400,
-                    f"Bad Request: can't parse entities: Unmatched end tag at byte offset "
-                    f'{offset}, expected "</{stack[-1] if stack else ""}>", found "</{tag}>"',
-                )
-            stack.pop()
-        else:
-            stack.append(tag)
-    if stack:
-        raise ApiError(
-            400,
-            f"Bad Request: can't parse entities: Can't find end tag corresponding to "
-            f'start tag "{stack[-1]}"',
-        )
-    out.append(text[pos:])
-    return "".join(out)
