@@ -14,27 +14,13 @@ from bot.app import Loopgate
 from bot.channel_startup import ChannelStarter
 from bot.server import create_app
 from channels import Forbidden
-from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.telegram_server import FakeTelegram
-
-
-@pytest.fixture
-async def tg() -> FakeTelegram:  # type: ignore[misc]
-    async with FakeTelegram() as server:
-        yield server
+from tests.telegram_support import tg_config
 
 
 def loopgate(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, **telegram: object) -> Loopgate:
-    section = {
-        "enabled": True,
-        "token": tg.token,
-        "api_base_url": tg.base_url,
-        "polling_timeout": 1,
-        "rate_limit": "off",
-        **telegram,
-    }
-    app = Loopgate(make_config(tmp_path, llm, channels={"telegram": section}))
+    app = Loopgate(tg_config(tmp_path, llm, tg, **telegram))
     app.channel_starter = ChannelStarter(initial_delay=0.2, max_delay=0.4)
     return app
 

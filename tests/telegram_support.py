@@ -1,0 +1,77 @@
+"""Shared pieces of the Telegram end-to-end tests: the fake Bot API fixture and config."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from bot.app import Loopgate
+from bot.config import Config
+from bot.storage.models import SessionRow
+from channels.telegram import TelegramChannel
+from tests.conftest import make_config
+from tests.fakes.llm_server import FakeLLM
+from tests.fakes.telegram_server import FakeTelegram
+
+GROUP = -100777
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+def tg_config(
+    tmp_path: Path,
+    llm: FakeLLM,
+    tg: FakeTelegram,
+    bot: dict[str, Any] | None = None,
+    **section: Any,
+) -> Config:
+    telegram = {
+        "enabled": True,
+        "token": tg.token,
+        "api_base_url": tg.base_url,
+        "polling_timeout": 1,
+        "rate_limit": "off",
+        **section,
+    }
+    return make_config(tmp_path, llm, channels={"telegram": telegram}, bot=bot or {})
+
+
+def channel_of(app: Loopgate) -> TelegramChannel:
+    channel = app.gateway.channels["telegram"]
+    assert isinstance(channel, TelegramChannel)
+    return channel
+
+
+def user_messages(llm: FakeLLM) -> list[str]:
+    return [
+        r.json["messages"][-1]["content"]
+        for r in llm.chat_requests
+        if r.json["messages"][-1]["role"] == "user"
+    ]
+
+
+def reactions(tg: FakeTelegram, message_id: int) -> list[str]:
+    return [
+        (c.params.get("reaction") or [{"emoji": ""}])[0]["emoji"]
+        for c in tg.calls_of("setMessageReaction")
+        if c.params["message_id"] == message_id
+    ]
+
+
+async def session_keys(app: Loopgate) -> list[str]:
+    async with app.db.sessionmaker() as s:
+        return list(await s.scalars(select(SessionRow.key)))
+
+
+async def drained(channel: TelegramChannel) -> None:
+    while channel._tasks:
+        await asyncio.wait(list(channel._tasks))
