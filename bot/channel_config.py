@@ -6,11 +6,16 @@ where); the rest is what its adapter needs. :mod:`bot.config` re-exports these m
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from bot.config_base import StrictModel
+
+
+def _off(value: Any) -> Any:
+    # YAML 1.1 reads a bare ``off`` as False: ``rate_limit: off`` must still mean "off".
+    return "off" if value is False else value
 
 
 class _ChannelBase(StrictModel):
@@ -63,7 +68,7 @@ class TelegramConfig(_ChannelBase):
     """Update types requested from Telegram (``getUpdates`` and ``setWebhook``)."""
     polling_timeout: int = Field(30, ge=0, le=50)
     """Seconds one ``getUpdates`` long poll waits when there is nothing new."""
-    rate_limit: TelegramRateLimit | Literal["off"] = Field(
+    rate_limit: Annotated[TelegramRateLimit | Literal["off"], BeforeValidator(_off)] = Field(
         default_factory=lambda: TelegramRateLimit()
     )
     """Send pacing; ``off`` for self-hosted Bot API servers and benchmarks (429 still holds)."""
@@ -71,12 +76,6 @@ class TelegramConfig(_ChannelBase):
     """Status reactions in this channel (``bot.reactions`` must be on too)."""
     reply_context_chars: int = Field(500, ge=0)
     """How much of a replied-to message the model sees (longer quotes are truncated)."""
-
-    @field_validator("rate_limit", mode="before")
-    @classmethod
-    def _rate_limit_off(cls, value: Any) -> Any:
-        # YAML 1.1 reads a bare ``off`` as False.
-        return "off" if value is False else value
 
 
 class SlackRateLimit(StrictModel):
@@ -94,18 +93,14 @@ class SlackConfig(_ChannelBase):
     mode: Literal["socket", "http"] = "socket"
     reply_in_thread: bool = True
     """In channels, answer in the thread of the triggering message (DMs are always inline)."""
-    rate_limit: SlackRateLimit | Literal["off"] = Field(default_factory=lambda: SlackRateLimit())
+    rate_limit: Annotated[SlackRateLimit | Literal["off"], BeforeValidator(_off)] = Field(
+        default_factory=lambda: SlackRateLimit()
+    )
     """Pacing of posts per Slack channel; ``off`` disables it (429 ``Retry-After`` still holds)."""
     assistant_status: bool = True
     """Show "is thinking…" with ``assistant.threads.setStatus`` where Slack allows it."""
     ping_interval: float = Field(10.0, gt=0)
     """Socket Mode: seconds between pings; a socket silent for 4 intervals is reconnected."""
-
-    @field_validator("rate_limit", mode="before")
-    @classmethod
-    def _rate_limit_off(cls, value: Any) -> Any:
-        # YAML 1.1 reads a bare ``off`` as False.
-        return "off" if value is False else value
 
 
 class ZaloConfig(_ChannelBase):

@@ -118,12 +118,10 @@ async def start_bot(
     return app, httpx.AsyncClient(transport=transport, base_url="http://loopgate")
 
 
-@pytest.fixture(params=["http", "socket"])
-async def bot(
-    request: pytest.FixtureRequest, tmp_path: Path, llm: FakeLLM, slack: FakeSlack
+async def _running_bot(
+    mode: str, tmp_path: Path, llm: FakeLLM, slack: FakeSlack, **sections: Any
 ) -> AsyncIterator[Bot]:
-    mode: str = request.param
-    app, http = await start_bot(tmp_path, llm, slack, mode)
+    app, http = await start_bot(tmp_path, llm, slack, mode, **sections)
     if mode == "socket":
         await slack.wait_for(lambda: slack.socket_connections >= 1)
     bot = Bot(app, slack, mode, http, EventSender(http, slack.signing_secret))
@@ -131,6 +129,14 @@ async def bot(
         yield bot
     finally:
         await bot.close()
+
+
+@pytest.fixture(params=["http", "socket"])
+async def bot(
+    request: pytest.FixtureRequest, tmp_path: Path, llm: FakeLLM, slack: FakeSlack
+) -> AsyncIterator[Bot]:
+    async for started in _running_bot(request.param, tmp_path, llm, slack):
+        yield started
 
 
 @pytest.fixture(params=["http", "socket"])
@@ -139,15 +145,10 @@ async def progress_bot(
 ) -> AsyncIterator[Bot]:
     """Typing refreshed every 10 s: the status backstop (3 intervals) can't hide a missing
     cleanup within a test's 10 s wait."""
-    mode: str = request.param
-    app, http = await start_bot(tmp_path, llm, slack, mode, bot={"typing_interval": 10})
-    if mode == "socket":
-        await slack.wait_for(lambda: slack.socket_connections >= 1)
-    bot = Bot(app, slack, mode, http, EventSender(http, slack.signing_secret))
-    try:
-        yield bot
-    finally:
-        await bot.close()
+    async for started in _running_bot(
+        request.param, tmp_path, llm, slack, bot={"typing_interval": 10}
+    ):
+        yield started
 
 
 @pytest.fixture

@@ -99,6 +99,13 @@ class TestFiles:
         with pytest.raises(ConfigFileError, match="cannot read file"):
             load_config(tmp_path / "nope.yaml", {})
 
+    def test_bare_off_turns_rate_limits_off(self, tmp_path: Path) -> None:
+        # YAML 1.1 reads a bare `off` as false; operators write it unquoted.
+        path = tmp_path / "c.yaml"
+        path.write_text("channels:\n  telegram: {rate_limit: off}\n  slack: {rate_limit: off}\n")
+        channels = load_config(path, {}).channels
+        assert channels.telegram.rate_limit == "off" and channels.slack.rate_limit == "off"
+
     def test_repository_config_yaml_is_valid(self) -> None:
         root = Path(__file__).resolve().parents[1]
         config = load_config(root / "config.yaml", {})
