@@ -1,0 +1,190 @@
+"""OpenAICompatProvider against a real HTTP fake server (no httpx mocks): how failures reach
+the caller. Each one becomes the ``ProviderError`` subclass the retry and fallback logic above
+the provider decides on, without the API key in it; retrying is not the provider's job.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from email.utils import formatdate
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
+from agent_core.providers import Delta, OpenAICompatProvider
+from agent_core.providers.openai_compat import parse_retry_after
+from tests.fakes.llm_server import FakeLLM, delay, error, stream_error, text
+from tests.openai_support import API_KEY, Collector, ask
+
+
+@pytest.fixture
+async def provider(llm: FakeLLM) -> AsyncIterator[OpenAICompatProvider]:
+    p = OpenAICompatProvider(llm.base_url + "/", API_KEY)
+    yield p
+    await p.aclose()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_429_with_retry_after_seconds(
+    llm: FakeLLM, provider: OpenAICompatProvider, stream: bool
+) -> None:
+    llm.script(error(429, "Slow down", retry_after=7))
+
+    with pytest.raises(RateLimited) as info:
+        await provider.complete(ask(stream=stream))
+
+    assert info.value.retry_after == 7.0
+    assert info.value.status_code == 429
+    assert info.value.transient
+    assert "Slow down" in str(info.value)
+
+
+async def test_429_with_retry_after_http_date(llm: FakeLLM, provider: OpenAICompatProvider) -> None:
+    llm.script(error(429, retry_after=formatdate(time.time() + 30, usegmt=True)))
+
+    with pytest.raises(RateLimited) as info:
+        await provider.complete(ask())
+
+    assert info.value.retry_after is not None
+    assert 25 <= info.value.retry_after <= 31
+
+
+async def test_429_without_retry_after(llm: FakeLLM, provider: OpenAICompatProvider) -> None:
+    llm.script(error(429))
+
+    with pytest.raises(RateLimited) as info:
+        await provider.complete(ask())
+
+    assert info.value.retry_after is None
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_500_is_unavailable(
+    llm: FakeLLM, provider: OpenAICompatProvider, stream: bool
+) -> None:
+    llm.script(error(503, "overloaded"))
+
+    with pytest.raises(ProviderUnavailable) as info:
+        await provider.complete(ask(stream=stream))
+
+    assert info.value.status_code == 503
+    assert info.value.transient
+    assert "overloaded" in str(info.value)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_400_is_provider_error_with_message_and_no_key(
+    llm: FakeLLM, provider: OpenAICompatProvider, stream: bool
+) -> None:
+    # A server that echoes the key back in its error must not leak it through us.
+    llm.script(error(400, f"Invalid model 'gpt-x' for key {API_KEY}"))
+
+    with capture_logs() as logs, pytest.raises(ProviderError) as info:
+        await provider.complete(ask(stream=stream))
+
+    assert type(info.value) is ProviderError
+    assert info.value.status_code == 400
+    assert not info.value.transient
+    assert "Invalid model 'gpt-x' for key" in str(info.value)
+    assert API_KEY not in str(info.value)
+    assert any(entry["event"] == "provider.error" for entry in logs)
+    assert API_KEY not in json.dumps(logs, default=str)
+
+
+async def test_read_timeout(llm: FakeLLM) -> None:
+    llm.script(delay(5.0, text("too late")))
+    provider = OpenAICompatProvider(llm.base_url, timeout=0.3)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ProviderTimeout) as info:
+            await provider.complete(ask())
+    finally:
+        await provider.aclose()
+
+    assert time.monotonic() - started < 3
+    assert info.value.transient
+    assert isinstance(info.value.__cause__, httpx.TimeoutException)
+
+
+async def test_connection_refused() -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nobody listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    provider = OpenAICompatProvider(f"http://127.0.0.1:{port}/v1", API_KEY)
+    try:
+        with pytest.raises(ProviderUnavailable) as info:
+            await provider.complete(ask())
+    finally:
+        await provider.aclose()
+
+    assert info.value.transient
+    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert API_KEY not in str(info.value)
+
+
+async def test_stream_cut_off_is_unavailable(llm: FakeLLM, provider: OpenAICompatProvider) -> None:
+    llm.script(text("partial answ", cut_off=True))
+    collector = Collector()
+
+    with pytest.raises(ProviderUnavailable):
+        await provider.complete(ask(), collector)
+
+    assert collector.of("text") == ["partial answ"]
+
+
+async def test_error_event_in_stream(llm: FakeLLM, provider: OpenAICompatProvider) -> None:
+    llm.script(stream_error("model crashed"))
+
+    with pytest.raises(ProviderError) as info:
+        await provider.complete(ask())
+
+    assert type(info.value) is ProviderError
+    assert "model crashed" in str(info.value)
+
+
+async def test_delta_handler_errors_are_not_translated(
+    llm: FakeLLM, provider: OpenAICompatProvider
+) -> None:
+    # A channel failing to edit its message (itself over httpx) is not a provider outage.
+    async def failing(delta: Delta) -> None:
+        raise httpx.ConnectError("telegram is down")
+
+    with pytest.raises(httpx.ConnectError, match="telegram is down"):
+        await provider.complete(ask(), failing)
+
+
+async def test_no_retry_inside_provider(llm: FakeLLM, provider: OpenAICompatProvider) -> None:
+    llm.script(error(500), text("second"))
+
+    with pytest.raises(ProviderUnavailable):
+        await provider.complete(ask())
+
+    assert len(llm.chat_requests) == 1
+    assert llm.remaining == 1
+
+
+def test_parse_retry_after_variants() -> None:
+    assert parse_retry_after(httpx.Headers({"Retry-After": "2.5"})) == 2.5
+    assert parse_retry_after(httpx.Headers({"retry-after-ms": "1500"})) == 1.5
+    assert parse_retry_after(httpx.Headers({"Retry-After": "Mon, 01 Jan 2001 00:00:00 GMT"})) == 0
+    assert parse_retry_after(httpx.Headers({"Retry-After": "soon"})) is None
+    assert parse_retry_after(httpx.Headers()) is None
+
+
+async def test_wrong_key_is_401_provider_error() -> None:
+    async with FakeLLM(api_key="sk-right") as server:
+        wrong = OpenAICompatProvider(server.base_url, "sk-wrong")
+        right = OpenAICompatProvider(server.base_url, "sk-right")
+        try:
+            with pytest.raises(ProviderError) as info:
+                await wrong.complete(ask())
+            assert info.value.status_code == 401
+            assert (await right.complete(ask("ok"))).content == "echo: ok"
+        finally:
+            await wrong.aclose()
+            await right.aclose()
