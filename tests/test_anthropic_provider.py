@@ -22,8 +22,9 @@ from agent_core import (
 )
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
 from agent_core.messages import Message, ToolCall
-from agent_core.providers import AnthropicProvider, Delta, ModelRequest, Provider, ToolSpec
+from agent_core.providers import AnthropicProvider, ModelRequest, Provider, ToolSpec
 from agent_core.retry import RetryPolicy
+from tests import provider_support
 from tests.fakes.anthropic_server import (
     FakeAnthropic,
     error,
@@ -33,6 +34,7 @@ from tests.fakes.anthropic_server import (
     text,
     tool_use,
 )
+from tests.provider_support import Collector
 
 KEY = "sk-ant-test-abcdef0123456789"
 
@@ -51,23 +53,7 @@ async def provider(api: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
 
 
 def ask(content: str = "hi", *, stream: bool = True, **kw: object) -> ModelRequest:
-    return ModelRequest(
-        model="claude-test",
-        messages=[Message.system("be brief"), Message.user(content)],
-        stream=stream,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.deltas: list[Delta] = []
-
-    async def __call__(self, delta: Delta) -> None:
-        self.deltas.append(delta)
-
-    def of(self, kind: str) -> list[str]:
-        return [d.content for d in self.deltas if d.kind == kind]
+    return provider_support.ask(content, model="claude-test", stream=stream, **kw)
 
 
 class TestWireFormat:

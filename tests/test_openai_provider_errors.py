@@ -19,7 +19,7 @@ from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailabl
 from agent_core.providers import Delta, OpenAICompatProvider
 from agent_core.providers.openai_compat import parse_retry_after
 from tests.fakes.llm_server import FakeLLM, delay, error, stream_error, text
-from tests.openai_support import API_KEY, Collector, ask
+from tests.provider_support import API_KEY, Collector, ask
 
 
 @pytest.fixture

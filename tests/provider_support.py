@@ -1,7 +1,5 @@
-"""What the OpenAI provider tests share: the request they send and a delta recorder.
-
-The fake server they talk to is the ``llm`` fixture of ``tests/conftest.py``.
-"""
+"""What the provider tests share (OpenAI-compatible and Anthropic): the request they send and
+a recorder of the streamed deltas."""
 
 from __future__ import annotations
 
@@ -13,9 +11,11 @@ __all__ = ["API_KEY", "Collector", "ask"]
 API_KEY = "sk-test-0123456789abcdef"
 
 
-def ask(content: str = "hi", *, stream: bool = True, **kwargs: object) -> ModelRequest:
+def ask(
+    content: str = "hi", *, model: str = "gpt-test", stream: bool = True, **kwargs: object
+) -> ModelRequest:
     return ModelRequest(
-        model="gpt-test",
+        model=model,
         messages=[Message.system("be brief"), Message.user(content)],
         stream=stream,
         **kwargs,  # type: ignore[arg-type]
