@@ -11,6 +11,9 @@ class DedupeStore(Protocol):
     async def seen(self, key: str) -> bool:
         """Record ``key``; True when it had been recorded before."""
 
+    async def forget(self, key: str) -> None:
+        """Undo :meth:`seen` for a message that was not accepted."""
+
 
 class MemoryDedupe:
     """Bounded, TTL-limited memory of recent keys (per process)."""
@@ -31,3 +34,6 @@ class MemoryDedupe:
             return True
         self._keys[key] = now
         return False
+
+    async def forget(self, key: str) -> None:
+        self._keys.pop(key, None)

@@ -1,6 +1,6 @@
 """Platform adapters. Knows platforms, nothing of LLMs."""
 
-from channels.errors import BadRequest, ChannelError, Forbidden, RetryAfter
+from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
 from channels.protocol import (
     Channel,
     InboundHandler,
@@ -31,6 +31,7 @@ __all__ = [
     "InboundHandler",
     "InboundMessage",
     "MessageRef",
+    "NotAccepted",
     "ProgressReporter",
     "RetryAfter",
     "SeenStore",

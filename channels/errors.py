@@ -3,7 +3,8 @@
 ChannelError
 ├── RetryAfter        the platform asked us to slow down (429); carries the delay
 ├── Forbidden         the bot may not act there (kicked, blocked, missing scope)
-└── BadRequest        the platform refused the request as malformed (never retried)
+├── BadRequest        the platform refused the request as malformed (never retried)
+└── NotAccepted       the bot could not take an inbound message now: don't acknowledge it
 """
 
 from __future__ import annotations
@@ -25,3 +26,13 @@ class Forbidden(ChannelError):
 
 class BadRequest(ChannelError):
     pass
+
+
+class NotAccepted(ChannelError):
+    """Raised by an :data:`~channels.protocol.InboundHandler`: the message was *not* stored
+    (the service is draining, or its database is unreachable).
+
+    The adapter must not acknowledge the update: a webhook answers 503, a poller does not
+    confirm the offset, so the platform delivers the message again later. Whatever the adapter
+    recorded as seen for it must be forgotten (:meth:`~channels.protocol.SeenStore.forget`).
+    """

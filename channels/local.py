@@ -45,6 +45,9 @@ class LocalChannel:
     async def start(self, on_message: InboundHandler) -> None:
         self._handler = on_message
 
+    async def stop_receiving(self) -> None:
+        """Nothing to stop: the web server and the terminal feed messages in themselves."""
+
     async def stop(self) -> None:
         self._handler = None
 

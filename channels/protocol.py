@@ -11,7 +11,12 @@ from starlette.responses import Response
 from channels.types import Capabilities, ChatRef, InboundMessage, MessageRef
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
-"""What an adapter calls for every normalized inbound message."""
+"""What an adapter calls for every normalized inbound message.
+
+It returns once the message is durably accepted (or deliberately ignored), never after the
+answer, so an adapter acknowledges the platform only after it returns. It raises
+:class:`~channels.errors.NotAccepted` when the message could not be stored: don't acknowledge.
+"""
 
 
 @runtime_checkable
@@ -21,6 +26,13 @@ class Channel(Protocol):
 
     async def start(self, on_message: InboundHandler) -> None:
         """Begin receiving (polling loop, socket...). Webhook adapters only remember the handler."""
+
+    async def stop_receiving(self) -> None:
+        """Stop taking new updates (polling ends, a socket closes) while sending still works.
+
+        The first step of a graceful shutdown: updates already fetched are handed over before
+        this returns, updates not yet fetched stay with the platform. Idempotent.
+        """
 
     async def stop(self) -> None:
         """Stop receiving and release network resources. Idempotent."""
@@ -80,3 +92,6 @@ class SeenStore(Protocol):
 
     async def seen(self, key: str) -> bool:
         """Record ``key``; True when it had been recorded before."""
+
+    async def forget(self, key: str) -> None:
+        """Undo :meth:`seen` for an update the bot did not accept, so its redelivery counts."""

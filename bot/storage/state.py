@@ -67,6 +67,11 @@ class SqlDedupeStore:
         inserted: int = result.rowcount  # type: ignore[attr-defined]
         return inserted == 0
 
+    async def forget(self, key: str) -> None:
+        """Undo :meth:`seen` (the message was not accepted; its redelivery must count)."""
+        async with self._db.write() as s:
+            await s.execute(delete(ProcessedMessageRow).where(ProcessedMessageRow.key == _fit(key)))
+
     async def prune(self) -> int:
         """Delete entries older than the TTL; returns how many."""
         cutoff = utcnow() - self.ttl
