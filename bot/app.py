@@ -2,6 +2,12 @@
 
 ``Loopgate`` owns every long-lived resource (database, providers, channels, runs) and opens and
 closes them in order; the HTTP server and the terminal chat are two front ends on top of it.
+
+Start: database, agents, gateway, inbox replay (queued before any channel receives), channels.
+Stop (``drain`` on SIGTERM, then ``aclose``): intake first (channels stop receiving, webhooks
+answer 503), running answers get ``bot.shutdown_grace`` seconds, then what still runs is
+cancelled and goes back to the inbox while the channels can still remove its typing and
+reactions; only then do the channels close, and the database last.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from bot.config import Config
 from bot.gateway import Gateway
 from bot.maintenance import run_periodically
 from bot.platforms import PlatformDeps, build_platform_channels
+from bot.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
 from bot.run_registry import LocalRunRegistry
 from bot.storage import (
     Database,
@@ -33,6 +40,7 @@ from bot.storage import (
     SqlTraceStore,
     open_database,
 )
+from bot.storage.inbox import SqlInbox
 from bot.storage.memory_index import SqlMemoryIndex
 from channels import Channel
 from channels.local import LocalChannel
@@ -41,10 +49,21 @@ log = structlog.get_logger(__name__)
 
 
 class Loopgate:
-    def __init__(self, config: Config, *, providers: dict[str, Provider] | None = None) -> None:
-        """``providers`` replaces configured providers by name (benchmarks, embedding)."""
+    def __init__(
+        self,
+        config: Config,
+        *,
+        providers: dict[str, Provider] | None = None,
+        durable: bool = True,
+    ) -> None:
+        """``providers`` replaces configured providers by name (benchmarks, embedding).
+        ``durable`` False: no inbox and no replay (the terminal chat)."""
         self.config = config
         self._providers = providers
+        self.durable = durable
+        self.inbox: SqlInbox | None = None
+        self.draining = False
+        self._background: list[asyncio.Task[None]] = []
         self.events = EventBus()
         self.registry = LocalRunRegistry()
         self.web = LocalChannel(name="web")
@@ -91,6 +110,7 @@ class Loopgate:
         await self._warn_unknown_agents(router)
         dedupe = SqlDedupeStore(self._db)
         self._start_background(run_periodically("dedupe.prune", dedupe.prune))
+        self.inbox = SqlInbox(self._db) if self.durable else None
         gateway = Gateway(
             self.config,
             router=router,
@@ -99,12 +119,33 @@ class Loopgate:
             events=self.events,
             sessions=sessions,
             access=AccessPolicy(self.config, PairingStore(self._db)),
+            inbox=self.inbox,
+            channel_ready=self.channel_starter.wait_up,
         )
         self._gateway = gateway
         self._stack.push_async_callback(gateway.scheduler.aclose)
-        for channel in self._channels():
+        channels = self._channels()
+        for channel in channels:
+            gateway.add_channel(channel)
+        if self.inbox is not None:
+            await self._replay(gateway, self.inbox)
+        for channel in channels:
             await self._start_channel(channel)
         log.info("loopgate.started", channels=sorted(gateway.channels), db=self._db.safe_url)
+
+    async def _replay(self, gateway: Gateway, inbox: SqlInbox) -> None:
+        # Queued before any channel receives, so each session's replayed messages go first.
+        max_age = self.config.bot.replay_max_age
+        await replay_pending(gateway, inbox, max_age=max_age)
+        self._start_background(
+            run_periodically(
+                "inbox.sweep",
+                lambda: sweep(gateway, inbox, max_age=max_age),
+                every=SWEEP_EVERY_SECONDS,
+                first_after=SWEEP_EVERY_SECONDS,
+            )
+        )
+        self._start_background(run_periodically("inbox.prune", inbox.prune))
 
     async def _warn_unknown_agents(self, router: AgentRouter) -> None:
         """Agents named by agents.default / channels.<name>.agent that nobody defines: their
@@ -119,27 +160,53 @@ class Loopgate:
                 log.warning("agent.unknown", key=key, agent_id=agent_id, known=sorted(known))
 
     def _start_background(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-
-        async def cancel() -> None:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
-
-        self._stack.push_async_callback(cancel)
+        # Cancelled first in aclose: housekeeping must not touch what is being closed.
+        self._background.append(asyncio.create_task(coro))
 
     def _channels(self) -> list[Channel]:
         deps = PlatformDeps(state=SqlChannelState(self.db), seen=SqlDedupeStore(self.db))
         return [self.web, self.terminal, *build_platform_channels(self.config, deps)]
 
     async def _start_channel(self, channel: Channel) -> None:
-        self.gateway.add_channel(channel)
         self._stack.push_async_callback(channel.stop)
         retry = await self.channel_starter.start(channel, self.gateway.handle_inbound)
         if retry is not None:
             self._start_background(retry)
 
+    async def drain(self, grace: float | None = None) -> int:
+        """Stop intake and let running answers finish for up to ``grace`` seconds (default
+        ``bot.shutdown_grace``); returns how many still run. Call ``aclose`` after it."""
+        if self.draining or self._gateway is None:
+            return 0
+        self.draining = True
+        gateway = self._gateway
+        grace = self.config.bot.shutdown_grace if grace is None else grace
+        log.info("loopgate.draining", grace_s=grace, active_runs=self.registry.active_runs)
+        # Updates already fetched are still accepted while the channels stop receiving.
+        for channel in gateway.channels.values():
+            try:
+                await channel.stop_receiving()
+            except Exception as exc:
+                log.warning("channel.stop_receiving_failed", channel=channel.name, error=str(exc))
+        gateway.stop_accepting()
+        gateway.scheduler.hold()  # queued messages stay queued in the inbox
+        still_running = await gateway.scheduler.wait_running(grace)
+        log.info("loopgate.drained", still_running=still_running)
+        return still_running
+
     async def aclose(self) -> None:
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with suppress(asyncio.CancelledError):
+                await task
+        self._background.clear()
+        if self._gateway is not None:
+            self._gateway.stop_accepting()
+            # Runs end while the channels are open, so their typing and reactions are cleaned
+            # up; the turns hand their inbox entries back for the next process.
+            self._gateway.turns.shutting_down = True
+            await self._gateway.scheduler.aclose()
         await self._stack.aclose()
         log.info("loopgate.stopped")
 

@@ -41,23 +41,34 @@ class ChannelStarter:
         self.initial_delay = initial_delay
         self.max_delay = max_delay
         self.states: dict[str, ChannelState] = {}
+        self._up: dict[str, asyncio.Event] = {}
 
     def is_up(self, name: str) -> bool:
         return self.states.get(name) is ChannelState.UP
+
+    async def wait_up(self, name: str) -> None:
+        """Return once ``name`` is up (a replayed answer waits for its channel to be ready)."""
+        if not self.is_up(name):
+            await self._up.setdefault(name, asyncio.Event()).wait()
+
+    def _set(self, name: str, state: ChannelState) -> None:
+        self.states[name] = state
+        if state is ChannelState.UP:
+            self._up.setdefault(name, asyncio.Event()).set()
 
     async def start(
         self, channel: Channel, handler: InboundHandler
     ) -> Coroutine[Any, Any, None] | None:
         """Start ``channel``; on a transient failure return the retry loop to run in the
         background (the caller owns the task, so shutdown can cancel it)."""
-        self.states[channel.name] = ChannelState.STARTING
+        self._set(channel.name, ChannelState.STARTING)
         try:
             await channel.start(handler)
         except FATAL_START_ERRORS:
-            self.states[channel.name] = ChannelState.FAILED
+            self._set(channel.name, ChannelState.FAILED)
             raise
         except Exception as exc:
-            self.states[channel.name] = ChannelState.RETRYING
+            self._set(channel.name, ChannelState.RETRYING)
             log.warning(
                 "channel.start_failed",
                 channel=channel.name,
@@ -65,7 +76,7 @@ class ChannelStarter:
                 retry_in=self.initial_delay,
             )
             return self._retry(channel, handler)
-        self.states[channel.name] = ChannelState.UP
+        self._set(channel.name, ChannelState.UP)
         return None
 
     async def _retry(self, channel: Channel, handler: InboundHandler) -> None:
@@ -93,8 +104,8 @@ class ChannelStarter:
                 with attempt:
                     await channel.start(handler)
         except FATAL_START_ERRORS as exc:
-            self.states[channel.name] = ChannelState.FAILED
+            self._set(channel.name, ChannelState.FAILED)
             log.error("channel.start_gave_up", channel=channel.name, error=str(exc))
             return
-        self.states[channel.name] = ChannelState.UP
+        self._set(channel.name, ChannelState.UP)
         log.info("channel.started_after_retry", channel=channel.name)

@@ -1,4 +1,4 @@
-"""The ``loopgate`` command: serve, chat, check-config."""
+"""The ``loopgate`` command: serve, chat, check-config, inbox, traces, agents, pairing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot import agents_cli
+from bot import agents_cli, inbox_cli
 from bot.config import Config, ConfigFileError, load_config
 from bot.logging_setup import configure_logging
 
@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     approve = pairing_sub.add_parser("approve", parents=[common], help="approve a pairing code")
     approve.add_argument("code", help="the 8-character code the user received")
     agents_cli.add_parser(sub, common)
+    inbox_cli.add_parser(sub, common)
     return parser
 
 
@@ -64,6 +65,7 @@ async def _serve_async(config: Config) -> int:
     import uvicorn
 
     from bot.app import Loopgate
+    from bot.draining import DrainingServer
     from bot.server import create_app
     from bot.storage import StorageError
     from channels import ChannelError
@@ -79,7 +81,7 @@ async def _serve_async(config: Config) -> int:
     # The app's lifespan closes loopgate: uvicorn re-raises SIGTERM once it has shut down, so
     # code after serve() would never run on a PaaS stop.
     try:
-        server = uvicorn.Server(
+        server = DrainingServer(
             uvicorn.Config(
                 create_app(loopgate, started=True),
                 host=config.server.host,
@@ -87,7 +89,8 @@ async def _serve_async(config: Config) -> int:
                 log_config=None,
                 proxy_headers=True,
                 lifespan="on",
-            )
+            ),
+            loopgate,
         )
         print(
             f"Loopgate listening on http://{config.server.host}:{config.server.port}/",
@@ -154,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "agents":
         configure_logging("warning", config.logging.format)
         return agents_cli.run(config, args)
+    if args.command == "inbox":
+        configure_logging("warning", config.logging.format)
+        return asyncio.run(inbox_cli.run(config, args))
     if args.command == "traces":
         from bot.traces_cli import print_traces
 

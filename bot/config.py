@@ -13,11 +13,12 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -205,6 +206,22 @@ class AgentsConfig(StrictModel):
     list: builtins.list[AgentConfig] = Field(default_factory=builtins.list)
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _seconds(value: object) -> object:
+    """``90``, ``"90"``, ``"90s"``, ``"15m"``, ``"1h"``, ``"2d"`` → seconds; the rest is left
+    for pydantic to reject with the key path."""
+    if isinstance(value, str) and (match := _DURATION.match(value)):
+        return float(match[1]) * _UNIT_SECONDS[match[2] or "s"]
+    return value
+
+
+Duration = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
+"""A duration in seconds; config files may write ``30s``, ``15m``, ``1h``, ``2d``."""
+
+
 class BotConfig(StrictModel):
     """Scheduling and user-facing behaviour shared by every channel."""
 
@@ -227,6 +244,12 @@ class BotConfig(StrictModel):
     typing_ttl: float = Field(120.0, gt=0)
     reactions: bool = True
     reaction_cleanup: Literal["clear", "final"] = "clear"
+    replay_max_age: Duration = 3600.0
+    """Seconds (or ``30m``, ``1h``, ``2d``) a message left unanswered by an earlier process may
+    be old and still be run at start-up; older ones end as ``expired``. ``0``: never expire."""
+    shutdown_grace: Duration = 20.0
+    """Seconds running answers may finish after SIGTERM (inside a PaaS's 30 s window); what
+    still runs then is cancelled and stays in the inbox for the next process."""
 
 
 class LoggingConfig(StrictModel):

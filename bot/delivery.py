@@ -7,6 +7,7 @@ being special-cased here.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -40,16 +41,34 @@ async def send_with_retry(
     raise AssertionError("unreachable")
 
 
+PartSent = Callable[[str, bool], Awaitable[None]]
+"""Called after each chunk with its platform message id and whether it was the last one."""
+
+
 async def deliver(
-    channel: Channel, chat: ChatRef, text: str, *, reply_to: str | None = None
+    channel: Channel,
+    chat: ChatRef,
+    text: str,
+    *,
+    reply_to: str | None = None,
+    skip: int = 0,
+    on_sent: PartSent | None = None,
 ) -> list[MessageRef]:
-    """Format and send ``text``; sends nothing for NO_REPLY or an empty answer."""
+    """Format and send ``text``; sends nothing for NO_REPLY or an empty answer.
+
+    ``skip`` chunks were delivered before (a replay after a crash): the same text renders to
+    the same chunks, so sending resumes at chunk ``skip`` and never repeats one.
+    """
     if is_no_reply(text):
         return []
     caps = channel.capabilities
+    chunks = render_chunks(text, caps.formatting, caps.max_chars)
     sent: list[MessageRef] = []
-    for index, chunk in enumerate(render_chunks(text, caps.formatting, caps.max_chars)):
+    for index in range(skip, len(chunks)):
         # Only the first chunk quotes the user's message; the rest follow it.
-        ref = await send_with_retry(channel, chat, chunk, reply_to=reply_to if index == 0 else None)
+        quote = reply_to if index == 0 else None
+        ref = await send_with_retry(channel, chat, chunks[index], reply_to=quote)
         sent.append(ref)
+        if on_sent is not None:
+            await on_sent(ref.message_id, index == len(chunks) - 1)
     return sent

@@ -2,12 +2,16 @@
 
 ``Gateway.handle`` order matters: dedupe first (a platform retry is not a new message), then
 commands (so /stop acts at once, never waiting behind the run it should stop), then gating, then
-the per-session queue.
+the durable inbox, then the per-session queue. ``handle`` returns once the message is stored, so
+a channel acknowledges the platform only for what a crash can no longer lose; when it can't be
+stored (draining, database down) it raises ``NotAccepted`` and the platform delivers it again.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Protocol
 
 import structlog
@@ -23,8 +27,9 @@ from bot.reactions import StatusReactions
 from bot.run_registry import RunRegistry
 from bot.scheduler import Scheduler
 from bot.session_keys import session_key
+from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
 from bot.turn import Job, TurnRunner
-from channels import Channel, ChatType, InboundMessage, MessageRef
+from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
 
@@ -44,7 +49,11 @@ class Gateway:
         events: EventBus,
         sessions: SessionResetter,
         access: AccessPolicy | None = None,
+        inbox: SqlInbox | None = None,
+        channel_ready: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
+        """``inbox`` None: nothing is stored (the terminal chat, whose answers have nowhere to
+        go after a restart). ``channel_ready`` waits until a channel can send (replays)."""
         self.config = config
         self.router = router
         self.registry = registry
@@ -52,8 +61,11 @@ class Gateway:
         self.events = events
         self.sessions = sessions
         self.access = access or AccessPolicy(config)
+        self.inbox = inbox
+        self.channel_ready = channel_ready
+        self.accepting = True
         self.channels: dict[str, Channel] = {}
-        self.turns = TurnRunner(config.bot, router, registry, events)
+        self.turns = TurnRunner(config.bot, router, registry, events, inbox)
         self.scheduler: Scheduler[Job] = Scheduler(
             self._execute, queue_cap=config.bot.queue_cap, on_drop=self._dropped
         )
@@ -70,10 +82,24 @@ class Gateway:
         """The ``InboundHandler`` given to channels."""
         await self.handle(msg)
 
+    def stop_accepting(self) -> None:
+        """From now on ``handle`` raises ``NotAccepted`` (the service is shutting down)."""
+        self.accepting = False
+
     async def handle(self, msg: InboundMessage) -> Job | None:
-        """Accept one inbound message; returns the queued job, or None when nothing will run."""
+        """Accept one inbound message; returns the queued job, or None when nothing will run.
+
+        Raises ``NotAccepted`` when the message could not be stored: don't acknowledge it.
+        """
+        if not self.accepting:
+            raise NotAccepted("the service is shutting down")
         channel = self.channels[msg.chat.channel]
-        if await self.dedupe.seen(msg.dedupe_key):
+        try:
+            duplicate = await self.dedupe.seen(msg.dedupe_key)
+        except Exception as exc:
+            log.error("inbound.not_accepted", reason="dedupe_failed", error=str(exc))
+            raise NotAccepted("the database is unavailable") from exc
+        if duplicate:
             log.info("inbound.duplicate", key=msg.dedupe_key)
             return None
         agent_id = self.agent_for(msg.chat.channel)
@@ -112,15 +138,61 @@ class Gateway:
                 cleanup=bot.reaction_cleanup,
             ),
         )
+        if self.inbox is not None:
+            try:
+                job.inbox_id = await self.inbox.add(msg, session_key=key, agent_id=agent_id)
+            except Exception as exc:
+                log.error("inbound.not_accepted", reason="inbox_failed", error=str(exc))
+                # Its redelivery must not be taken for a duplicate.
+                with suppress(Exception):
+                    await self.dedupe.forget(msg.dedupe_key)
+                raise NotAccepted("the database is unavailable") from exc
         await job.reactions.received()
         self.scheduler.submit(job)
         return job
 
+    def resubmit(self, entry: InboxEntry) -> Job:
+        """Queue an inbox entry an earlier process left unanswered (see ``bot/replay.py``)."""
+        msg = entry.message
+        channel = self.channels[msg.chat.channel]
+        bot = self.config.bot
+        group = msg.chat.chat_type is ChatType.GROUP
+        job = Job(
+            message=msg,
+            agent_id=entry.agent_id,
+            session_key=entry.session_key,
+            concurrency=bot.group_concurrency if group else bot.dm_concurrency,
+            run_id=uuid.uuid4().hex,
+            reactions=StatusReactions(
+                channel,
+                MessageRef(msg.chat, msg.message_id),
+                enabled=bot.reactions,
+                cleanup=bot.reaction_cleanup,
+            ),
+            inbox_id=entry.id,
+            answer=entry.answer,
+            parts=list(entry.parts),
+            replayed=True,
+        )
+        self.scheduler.submit(job)
+        return job
+
     async def _execute(self, job: Job) -> None:
-        await self.turns.execute(job, self.channels[job.message.chat.channel])
+        name = job.message.chat.channel
+        if job.replayed:
+            if self.channel_ready is not None:
+                await self.channel_ready(name)
+            # The process that died may have left its progress reaction on the message.
+            await job.reactions.recover()
+        await self.turns.execute(job, self.channels[name])
 
     async def _dropped(self, job: Job) -> None:
         await job.reactions.finish(ok=False)
+        if self.inbox is not None and job.inbox_id is not None:
+            try:
+                await self.inbox.finish(job.inbox_id, InboxState.DROPPED, job.drop_reason)
+            except Exception as exc:
+                log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
         job.settle(None)
 
     async def _is_admin(self, msg: InboundMessage, channel: Channel) -> bool:
@@ -165,6 +237,8 @@ class Gateway:
         allowed = [run for run in runs if admin or run.requester_id == sender]
         if everything:
             dropped = self.scheduler.drop_queued(key, lambda j: admin or j.requester_id == sender)
+            for job in dropped:  # their drop callbacks run later and read the reason
+                job.drop_reason = "stopped by /stopall"
             cancelled = sum(1 for run in allowed if self.registry.abort(run.run_id, key))
             if cancelled or dropped:
                 return bot.stop_reply

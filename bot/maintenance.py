@@ -1,4 +1,4 @@
-"""Periodic housekeeping while the service runs (currently: forgetting old dedupe keys)."""
+"""Periodic housekeeping while the service runs (old dedupe keys and inbox entries, leases)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,16 @@ PRUNE_EVERY_SECONDS = 3600.0
 
 
 async def run_periodically(
-    name: str, job: Callable[[], Awaitable[object]], every: float = PRUNE_EVERY_SECONDS
+    name: str,
+    job: Callable[[], Awaitable[object]],
+    every: float = PRUNE_EVERY_SECONDS,
+    *,
+    first_after: float = 0.0,
 ) -> None:
-    """Run ``job`` now and then every ``every`` seconds until cancelled; failures are logged."""
+    """Run ``job`` after ``first_after`` seconds, then every ``every`` seconds until
+    cancelled; failures are logged."""
+    if first_after:
+        await asyncio.sleep(first_after)
     while True:
         try:
             result = await job()

@@ -60,6 +60,21 @@ class StatusReactions:
         if self.enabled:
             await self._show(EMOJI[ReactionState.RECEIVED])
 
+    async def recover(self) -> None:
+        """Replace whatever status an earlier process left on the message by 👀.
+
+        Which emoji it showed is unknown; on platforms where reactions add up (Slack) each
+        in-progress one is removed, then 👀 is shown as for a new message.
+        """
+        if not self.enabled:
+            return
+        for state in (ReactionState.THINKING, ReactionState.TOOL):
+            try:
+                await self.channel.remove_reaction(self.message, EMOJI[state])
+            except Exception as exc:
+                log.debug("reaction.recover_failed", channel=self.channel.name, error=str(exc))
+        await self.received()
+
     def progress(self, state: ReactionState) -> None:
         """Schedule an intermediate state; only the latest one within ``debounce`` is shown."""
         if not self.enabled or self._finished:

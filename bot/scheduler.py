@@ -47,6 +47,7 @@ class Scheduler(Generic[J]):
         self.queue_cap = queue_cap
         self._lanes: dict[str, _Lane[J]] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self._held = False
 
     def submit(self, job: J) -> None:
         lane = self._lanes.setdefault(job.session_key, _Lane())
@@ -79,9 +80,21 @@ class Scheduler(Generic[J]):
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
+    def hold(self) -> None:
+        """Start nothing new (graceful shutdown): queued jobs stay queued, running ones go on."""
+        self._held = True
+
+    async def wait_running(self, grace: float) -> int:
+        """Wait up to ``grace`` seconds for the running jobs; returns how many still run."""
+        running = {t for lane in self._lanes.values() for t in lane.running}
+        if running and grace > 0:
+            _, pending = await asyncio.wait(running, timeout=grace)
+            return len(pending)
+        return len(running)
+
     def _pump(self, session_key: str) -> None:
         lane = self._lanes.get(session_key)
-        if lane is None:
+        if lane is None or self._held:
             return
         while lane.queue and len(lane.running) < lane.queue[0].concurrency:
             job = lane.queue.popleft()

@@ -20,7 +20,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from agent_core import Event
 from bot.app import Loopgate
 from bot.session_keys import session_key
-from channels import ChatRef, ChatType, InboundMessage, Sender, WebhookReceiver
+from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender, WebhookReceiver
 from channels.local import Outbound
 
 log = structlog.get_logger(__name__)
@@ -46,24 +46,32 @@ def create_app(
                 yield
 
     async def healthz(request: Request) -> JSONResponse:
+        inbox: dict[str, int] = {}
         try:
-            async with loopgate.db.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+            if loopgate.inbox is not None:
+                counts = await loopgate.inbox.counts()
+                inbox = {"depth": sum(counts.values()), **counts}
+            else:
+                async with loopgate.db.engine.connect() as conn:
+                    await conn.execute(text("SELECT 1"))
         except Exception as exc:
             log.warning("healthz.database_failed", error=str(exc))
             return JSONResponse({"status": "error", "database": "unreachable"}, status_code=503)
         channels = {name: state.value for name, state in loopgate.channel_starter.states.items()}
         # A platform outage degrades the service but is no reason for the PaaS to restart us:
-        # still 200, and the channel keeps retrying by itself.
+        # still 200, and the channel keeps retrying by itself. Draining is 503, so a load
+        # balancer stops sending here.
         degraded = any(state != "up" for state in channels.values())
-        return JSONResponse(
-            {
-                "status": "degraded" if degraded else "ok",
-                "database": "ok",
-                "active_runs": loopgate.registry.active_runs,
-                "channels": channels,
-            }
-        )
+        status = "draining" if loopgate.draining else "degraded" if degraded else "ok"
+        body: dict[str, Any] = {
+            "status": status,
+            "database": "ok",
+            "active_runs": loopgate.registry.active_runs,
+            "channels": channels,
+        }
+        if loopgate.inbox is not None:
+            body["inbox"] = inbox
+        return JSONResponse(body, status_code=503 if loopgate.draining else 200)
 
     page = resources.files("bot").joinpath("web/index.html").read_text(encoding="utf-8")
 
@@ -77,6 +85,9 @@ def create_app(
         # Channels are built at start-up, after routes exist: look the receiver up per request.
         for channel in loopgate.gateway.channels.values():
             if isinstance(channel, WebhookReceiver) and channel.webhook_path == request.url.path:
+                if loopgate.draining:
+                    # Not acknowledged: the platform delivers it again, to the next process.
+                    return JSONResponse({"error": "shutting down, retry later"}, 503)
                 if not loopgate.channel_starter.is_up(channel.name):
                     # Not yet able to answer (identity unknown): the platform retries later.
                     return JSONResponse({"error": f"{channel.name} is starting"}, 503)
@@ -126,14 +137,17 @@ async def _serve_chat(loopgate: Loopgate, ws: WebSocket) -> None:
             if text_in is None:
                 await send({"type": "error", "error": 'expected {"type": "message", "text": ...}'})
                 continue
-            await loopgate.web.receive(
-                InboundMessage(
-                    chat=chat,
-                    message_id=uuid.uuid4().hex,
-                    sender=Sender(id=user, name="web user"),
-                    text=text_in,
+            try:
+                await loopgate.web.receive(
+                    InboundMessage(
+                        chat=chat,
+                        message_id=uuid.uuid4().hex,
+                        sender=Sender(id=user, name="web user"),
+                        text=text_in,
+                    )
                 )
-            )
+            except NotAccepted as exc:
+                await send({"type": "error", "error": f"not accepted ({exc}): send it again"})
     except WebSocketDisconnect:
         pass
     finally:

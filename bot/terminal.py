@@ -26,7 +26,7 @@ async def run_chat(config: Config, message: str | None) -> int:
     """One message (``-m``): print the reply, exit 0. Otherwise an interactive session."""
     user = _user()
     chat = ChatRef(channel="cli", chat_id=f"terminal-{user}", chat_type=ChatType.DIRECT)
-    async with Loopgate(config) as app:
+    async with Loopgate(config, durable=False) as app:
         replies: list[str] = []
 
         async def on_outbound(record: Outbound) -> None:

@@ -1,4 +1,9 @@
-"""One inbound message, start to finish: typing, reactions, the agent run, delivery, cleanup."""
+"""One inbound message, start to finish: typing, reactions, the agent run, delivery, cleanup.
+
+Each step is recorded in the durable inbox (``bot/storage/inbox.py``): ``running`` when the
+turn starts, the answer before its first chunk goes out, each chunk's platform id once sent,
+and the end state. A turn cancelled by a shutdown gives its entry back for the next process.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from bot.config import BotConfig
 from bot.delivery import deliver, send_with_retry
 from bot.reactions import ReactionState, StatusReactions
 from bot.run_registry import ActiveRun, RunRegistry
+from bot.storage.inbox import InboxState, SqlInbox
 from bot.typing_indicator import TypingIndicator
 from channels import Channel, InboundMessage, ProgressReporter
 
@@ -33,6 +39,13 @@ class Job:
     concurrency: int
     run_id: str
     reactions: StatusReactions
+    inbox_id: int | None = None
+    answer: str | None = None
+    """An answer an earlier process saved but did not finish delivering: no new run."""
+    parts: list[str] = field(default_factory=list)
+    """Platform ids of the chunks of ``answer`` already delivered."""
+    replayed: bool = False
+    drop_reason: str = "queue full (bot.queue_cap)"
     done: asyncio.Future[RunResult | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -52,10 +65,16 @@ class TurnRunner:
     router: AgentRouter
     registry: RunRegistry
     events: EventBus
+    inbox: SqlInbox | None = None
+    shutting_down: bool = False
+    """Set before the service cancels what still runs: those turns go back to the inbox
+    instead of ending as stopped."""
 
     async def execute(self, job: Job, channel: Channel) -> None:
         """Run the agent for ``job`` and deliver the answer; never raises (except shutdown)."""
         msg = job.message
+        if self.inbox is not None and job.inbox_id is not None:
+            await self.inbox.start(job.inbox_id)
         typing = TypingIndicator(
             channel, msg.chat, interval=self.config.typing_interval, ttl=self.config.typing_ttl
         )
@@ -69,17 +88,29 @@ class TurnRunner:
             self._reaction_updater(job), session_key=job.session_key
         )
         result: RunResult | None = None
+        end: tuple[InboxState, str | None] | None = None
         try:
-            result = await self._run(job)
+            if job.answer is not None:
+                # An earlier process computed this answer and died delivering it.
+                result = RunResult(
+                    run_id=job.run_id, status=RunStatus.COMPLETED, content=job.answer
+                )
+            else:
+                result = await self._run(job)
             # Typing stops before the first message goes out, never after it.
             await typing.stop()
-            await self._deliver(job, channel, result)
+            end = await self._deliver(job, channel, result)
         except asyncio.CancelledError:
             result = RunResult(run_id=job.run_id, status=RunStatus.CANCELLED)
-            log.info("run.cancelled", run_id=job.run_id, session_key=job.session_key)
-        except Exception:
+            if self.shutting_down:
+                log.info("run.interrupted", run_id=job.run_id, session_key=job.session_key)
+            else:
+                log.info("run.cancelled", run_id=job.run_id, session_key=job.session_key)
+                end = (InboxState.DROPPED, "stopped")
+        except Exception as exc:
             log.exception("turn.failed", run_id=job.run_id, session_key=job.session_key)
             result = RunResult(run_id=job.run_id, status=RunStatus.FAILED, error="delivery")
+            end = (InboxState.FAILED, f"delivery: {type(exc).__name__}: {exc}"[:500])
         finally:
             unsubscribe()
             self.registry.unregister(job.run_id)
@@ -87,7 +118,20 @@ class TurnRunner:
             # A context-budget stop delivers its notice but ends with the failure reaction.
             ok = result is not None and result.status not in _NOT_OK
             await job.reactions.finish(ok=ok)
+            await self._record_end(job, end)
             job.settle(result)
+
+    async def _record_end(self, job: Job, end: tuple[InboxState, str | None] | None) -> None:
+        if self.inbox is None or job.inbox_id is None:
+            return
+        try:
+            if end is None:
+                await self.inbox.release(job.inbox_id, "interrupted by shutdown")
+            elif end[0] is not InboxState.ANSWERED or end[1] is not None:
+                await self.inbox.finish(job.inbox_id, *end)
+        except Exception as exc:
+            # The entry stays pending and is run again by the next process: late, not lost.
+            log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
 
     async def _run(self, job: Job) -> RunResult:
         msg = job.message
@@ -109,7 +153,10 @@ class TurnRunner:
         )
         return await loop.run(request)
 
-    async def _deliver(self, job: Job, channel: Channel, result: RunResult) -> None:
+    async def _deliver(
+        self, job: Job, channel: Channel, result: RunResult
+    ) -> tuple[InboxState, str | None]:
+        """Send the answer; returns how the inbox entry ends."""
         msg = job.message
         reply_to = msg.message_id if msg.chat.chat_type.value == "group" else None
         if result.status is RunStatus.FAILED:
@@ -119,11 +166,35 @@ class TurnRunner:
                 unknown = result.error == UNKNOWN_AGENT
                 reply = self.config.unknown_agent_reply if unknown else self.config.error_reply
                 await send_with_retry(channel, msg.chat, reply, reply_to=reply_to)
-            return
+            return InboxState.FAILED, f"run: {result.error or 'failed'}"[:500]
         if result.silent:
             log.info("run.no_reply", run_id=job.run_id, session_key=job.session_key)
-            return
-        await deliver(channel, msg.chat, result.content, reply_to=reply_to)
+            return InboxState.ANSWERED, "NO_REPLY"
+        inbox, entry = self.inbox, job.inbox_id
+        if inbox is None or entry is None:
+            await deliver(channel, msg.chat, result.content, reply_to=reply_to)
+            return InboxState.ANSWERED, None
+        if job.answer is None:
+            await inbox.save_answer(entry, result.content)
+        parts = list(job.parts)
+        closed = False
+
+        async def sent(message_id: str, last: bool) -> None:
+            nonlocal closed
+            parts.append(message_id)
+            await inbox.add_part(entry, parts, last=last)
+            closed = last
+
+        await deliver(
+            channel,
+            msg.chat,
+            result.content,
+            reply_to=reply_to,
+            skip=len(parts),
+            on_sent=sent,
+        )
+        # The last chunk's record ended the entry; an empty answer (nothing sent) ends here.
+        return InboxState.ANSWERED, None if closed else "nothing to send"
 
     def _reaction_updater(self, job: Job) -> Subscriber:
         channel = job.reactions.channel

@@ -115,6 +115,7 @@ class TestServe:
             "database": "ok",
             "active_runs": 0,
             "channels": {"web": "up", "cli": "up"},
+            "inbox": {"depth": 0, "queued": 0, "running": 0},
         }
         assert page.status_code == 200 and "<title>Loopgate" in page.text
         assert "new WebSocket" in page.text

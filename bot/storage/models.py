@@ -233,3 +233,41 @@ class MemoryChunkRow(Base):
     start_line: Mapped[int] = mapped_column(Integer())
     end_line: Mapped[int] = mapped_column(Integer())
     content: Mapped[str] = mapped_column(Text())
+
+
+INBOX_STATES = ("queued", "running", "answered", "dropped", "failed", "expired")
+
+
+class InboxRow(Base):
+    """An inbound message that will get (or got) a run: written before the platform is
+    acknowledged, so a deploy, a crash or an OOM kill can't lose it (``bot/inbox.py``).
+
+    ``answer`` is saved before its first chunk goes out and ``parts`` holds the platform id of
+    each chunk delivered, so a replay resumes delivery where it stopped instead of re-running.
+    ``owner``/``lease_until`` say which process works on it and until when.
+    """
+
+    __tablename__ = "inbox"
+    __table_args__ = (
+        CheckConstraint(
+            "state IN ('queued', 'running', 'answered', 'dropped', 'failed', 'expired')",
+            name="state",
+        ),
+        Index("ix_inbox_state_id", "state", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    session_key: Mapped[str] = mapped_column(String(255))
+    agent_id: Mapped[str] = mapped_column(String(64))
+    channel: Mapped[str] = mapped_column(String(64))
+    message: Mapped[dict[str, Any]] = mapped_column(JSON())
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text())
+    attempts: Mapped[int] = mapped_column(Integer(), default=0)
+    answer: Mapped[str | None] = mapped_column(Text())
+    parts: Mapped[list[str]] = mapped_column(JSON(), default=list)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    owner: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -1,0 +1,57 @@
+"""SIGTERM as a PaaS sends it: drain first, then let uvicorn shut down.
+
+Plain uvicorn stops listening at once on SIGTERM, so a webhook would get "connection refused"
+and ``/healthz`` nothing at all. Here the first SIGTERM (or Ctrl-C) starts
+:meth:`bot.app.Loopgate.drain` while the server keeps answering: webhooks 503 (the platform
+delivers again later), ``/healthz`` 503 ``draining``. When the drain is over, uvicorn shuts down
+as usual and the app's lifespan closes Loopgate. A second signal skips the rest of the grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from types import FrameType
+
+import structlog
+import uvicorn
+
+from bot.app import Loopgate
+
+log = structlog.get_logger(__name__)
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, loopgate: Loopgate) -> None:
+        super().__init__(config)
+        self.loopgate = loopgate
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain: asyncio.Task[None] | None = None
+        self._drain_requested = False
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self._drain_requested and not self.should_exit and self._loop is not None:
+            self._drain_requested = True
+            # Remembered so uvicorn re-raises it at the end: the exit status stays -SIGTERM.
+            self._captured_signals.append(sig)
+            # A signal handler interrupts the loop anywhere: only hand it a callback.
+            self._loop.call_soon_threadsafe(self._start_drain)
+            return
+        log.info("loopgate.drain_skipped", signal=sig)
+        super().handle_exit(sig, frame)
+
+    def _start_drain(self) -> None:
+        if self._drain is None:
+            self._drain = asyncio.create_task(self._drain_then_exit(), name="loopgate:drain")
+
+    async def _drain_then_exit(self) -> None:
+        try:
+            await self.loopgate.drain()
+        except Exception:
+            log.exception("loopgate.drain_failed")
+        finally:
+            self.should_exit = True

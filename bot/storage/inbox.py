@@ -1,0 +1,306 @@
+"""The durable inbox table: every message that will get a run, from acceptance to its end.
+
+States: ``queued`` → ``running`` → ``answered``, or an end in ``dropped``, ``failed`` or
+``expired`` with a reason. ``queued`` and ``running`` are *pending*: a process that starts finds
+them and runs them again (``bot/inbox.py``). Each claim carries an owner (this process) and a
+lease, so several processes can later share one inbox without a new schema.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, insert, or_, select, update
+
+from bot.storage._sql import clean, clean_optional
+from bot.storage.db import Database
+from bot.storage.models import InboxRow, utcnow
+from channels import ChatRef, ChatType, InboundMessage, Sender
+
+DEFAULT_LEASE_SECONDS = 60.0
+
+
+class InboxState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    ANSWERED = "answered"
+    DROPPED = "dropped"
+    FAILED = "failed"
+    EXPIRED = "expired"
+
+
+PENDING = (InboxState.QUEUED, InboxState.RUNNING)
+ENDED = (InboxState.ANSWERED, InboxState.DROPPED, InboxState.FAILED, InboxState.EXPIRED)
+
+
+@dataclass(frozen=True, slots=True)
+class InboxEntry:
+    id: int
+    session_key: str
+    agent_id: str
+    state: InboxState
+    reason: str | None
+    attempts: int
+    message: InboundMessage
+    answer: str | None
+    parts: list[str]
+    received_at: datetime
+    updated_at: datetime
+    owner: str | None
+
+    @property
+    def channel(self) -> str:
+        return self.message.chat.channel
+
+
+def process_owner() -> str:
+    """A name for this process that is unique across restarts and hosts."""
+    return f"{socket.gethostname()[:64]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class SqlInbox:
+    """The ``inbox`` table. Every method is one short transaction."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        owner: str | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> None:
+        self._db = db
+        self.owner = owner or process_owner()
+        self.lease = timedelta(seconds=lease_seconds)
+
+    async def add(self, msg: InboundMessage, *, session_key: str, agent_id: str) -> int:
+        """Store ``msg`` as ``queued``; returns its id."""
+        now = utcnow()
+        stmt = insert(InboxRow).values(
+            session_key=session_key,
+            agent_id=agent_id,
+            channel=msg.chat.channel,
+            message=message_to_json(msg),
+            state=InboxState.QUEUED.value,
+            attempts=0,
+            parts=[],
+            received_at=_aware(msg.received_at),
+            created_at=now,
+            updated_at=now,
+            # Held by this process from the start: a sweep must not take it over meanwhile.
+            owner=self.owner,
+            lease_until=now + self.lease,
+        )
+        async with self._db.write() as s:
+            result = await s.execute(stmt.returning(InboxRow.id))
+            return int(result.scalar_one())
+
+    async def start(self, entry_id: int) -> None:
+        """``running``, owned by this process under a lease."""
+        now = utcnow()
+        await self._update(
+            entry_id,
+            state=InboxState.RUNNING.value,
+            attempts=InboxRow.attempts + 1,
+            owner=self.owner,
+            lease_until=now + self.lease,
+            updated_at=now,
+        )
+
+    async def save_answer(self, entry_id: int, answer: str) -> None:
+        """Saved before the first chunk is sent: a replay then delivers this, not a new run."""
+        await self._update(entry_id, answer=clean(answer), parts=[], updated_at=utcnow())
+
+    async def add_part(self, entry_id: int, parts: list[str], *, last: bool) -> None:
+        """Record the chunks delivered so far; the last one ends the entry as ``answered``."""
+        values: dict[str, Any] = {"parts": list(parts), "updated_at": utcnow()}
+        if last:
+            values.update(state=InboxState.ANSWERED.value, owner=None, lease_until=None)
+        await self._update(entry_id, **values)
+
+    async def finish(self, entry_id: int, state: InboxState, reason: str | None = None) -> None:
+        """End the entry (``answered``, ``dropped``, ``failed``, ``expired``)."""
+        if state in PENDING:
+            raise ValueError(f"{state} is not an end state")
+        await self._update(
+            entry_id,
+            state=state.value,
+            reason=clean_optional(reason),
+            owner=None,
+            lease_until=None,
+            updated_at=utcnow(),
+        )
+
+    async def release(self, entry_id: int, reason: str) -> None:
+        """Give an unfinished entry back (shutdown): the next process runs it again."""
+        await self._update(
+            entry_id,
+            state=InboxState.QUEUED.value,
+            reason=reason,
+            owner=None,
+            lease_until=None,
+            updated_at=utcnow(),
+        )
+
+    async def take_over(self, *, all_owners: bool = True) -> list[InboxEntry]:
+        """Claim the pending entries a previous process left, oldest first.
+
+        One process per inbox (today's deployment) takes every pending entry at start-up,
+        whoever owned it: the owner is gone. ``all_owners=False`` takes only those whose lease
+        has expired, which is what several processes sharing an inbox will do.
+        """
+        now = utcnow()
+        pending = InboxRow.state.in_([s.value for s in PENDING])
+        unheld = or_(
+            InboxRow.owner.is_(None),
+            (InboxRow.owner != self.owner) & (InboxRow.lease_until < now),
+        )
+        claimable = pending if all_owners else pending & unheld
+        async with self._db.write() as s:
+            rows = (await s.scalars(select(InboxRow).where(claimable).order_by(InboxRow.id))).all()
+            ids = [row.id for row in rows]
+            if ids:
+                await s.execute(
+                    update(InboxRow)
+                    .where(InboxRow.id.in_(ids))
+                    .values(owner=self.owner, lease_until=now + self.lease)
+                )
+        return [_entry(row) for row in rows]
+
+    async def renew_leases(self) -> int:
+        """Extend the lease of everything this process holds; returns how many."""
+        async with self._db.write() as s:
+            result = await s.execute(
+                update(InboxRow)
+                .where(InboxRow.owner == self.owner, InboxRow.state.in_([s.value for s in PENDING]))
+                .values(lease_until=utcnow() + self.lease)
+            )
+        renewed: int = result.rowcount  # type: ignore[attr-defined]
+        return renewed
+
+    async def get(self, entry_id: int) -> InboxEntry | None:
+        async with self._db.sessionmaker() as s:
+            row = await s.get(InboxRow, entry_id)
+            return None if row is None else _entry(row)
+
+    async def retry(self, entry_id: int) -> InboxEntry | None:
+        """Queue an entry again for a fresh run (its earlier answer, if any, is forgotten)."""
+        async with self._db.write() as s:
+            row = await s.get(InboxRow, entry_id)
+            if row is None:
+                return None
+            row.state = InboxState.QUEUED.value
+            row.reason = "retry requested"
+            row.answer = None
+            row.parts = []
+            row.owner = None
+            row.lease_until = None
+            row.received_at = utcnow()  # a retry is asked for now: replay_max_age counts anew
+            row.updated_at = utcnow()
+            await s.flush()
+            return _entry(row)
+
+    async def unanswered(self, limit: int = 100) -> list[InboxEntry]:
+        """Entries that did not end ``answered``, newest first (``loopgate inbox``)."""
+        async with self._db.sessionmaker() as s:
+            rows = await s.scalars(
+                select(InboxRow)
+                .where(InboxRow.state != InboxState.ANSWERED.value)
+                .order_by(InboxRow.id.desc())
+                .limit(limit)
+            )
+            return [_entry(row) for row in rows]
+
+    async def counts(self) -> dict[str, int]:
+        """How many entries are ``queued`` and ``running`` (the inbox depth)."""
+        async with self._db.sessionmaker() as s:
+            rows = await s.execute(
+                select(InboxRow.state, func.count())
+                .where(InboxRow.state.in_([s.value for s in PENDING]))
+                .group_by(InboxRow.state)
+            )
+            found = {state: int(count) for state, count in rows.all()}
+        return {state.value: found.get(state.value, 0) for state in PENDING}
+
+    async def prune(self, older_than: timedelta = timedelta(days=7)) -> int:
+        """Forget ended entries older than ``older_than``; returns how many."""
+        cutoff = utcnow() - older_than
+        async with self._db.write() as s:
+            result = await s.execute(
+                delete(InboxRow).where(
+                    InboxRow.state.in_([s.value for s in ENDED]), InboxRow.updated_at < cutoff
+                )
+            )
+        removed: int = result.rowcount  # type: ignore[attr-defined]
+        return removed
+
+    async def _update(self, entry_id: int, **values: Any) -> None:
+        async with self._db.write() as s:
+            await s.execute(update(InboxRow).where(InboxRow.id == entry_id).values(**values))
+
+
+def message_to_json(msg: InboundMessage) -> dict[str, Any]:
+    return {
+        "chat": {
+            "channel": msg.chat.channel,
+            "chat_id": msg.chat.chat_id,
+            "chat_type": msg.chat.chat_type.value,
+            "thread_id": msg.chat.thread_id,
+        },
+        "message_id": msg.message_id,
+        "sender": {"id": msg.sender.id, "name": msg.sender.name, "is_bot": msg.sender.is_bot},
+        "text": clean(msg.text),
+        "addressed": msg.addressed,
+        "sender_is_admin": msg.sender_is_admin,
+        "reply_to_text": clean_optional(msg.reply_to_text),
+        "received_at": msg.received_at.isoformat(),
+        "metadata": dict(msg.metadata),
+    }
+
+
+def message_from_json(data: dict[str, Any]) -> InboundMessage:
+    chat, sender = data["chat"], data["sender"]
+    return InboundMessage(
+        chat=ChatRef(
+            channel=chat["channel"],
+            chat_id=chat["chat_id"],
+            chat_type=ChatType(chat["chat_type"]),
+            thread_id=chat.get("thread_id"),
+        ),
+        message_id=data["message_id"],
+        sender=Sender(
+            id=sender["id"], name=sender.get("name", ""), is_bot=sender.get("is_bot", False)
+        ),
+        text=data["text"],
+        addressed=data.get("addressed", True),
+        sender_is_admin=data.get("sender_is_admin", False),
+        reply_to_text=data.get("reply_to_text"),
+        received_at=datetime.fromisoformat(data["received_at"]),
+        metadata=dict(data.get("metadata") or {}),
+    )
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _entry(row: InboxRow) -> InboxEntry:
+    return InboxEntry(
+        id=row.id,
+        session_key=row.session_key,
+        agent_id=row.agent_id,
+        state=InboxState(row.state),
+        reason=row.reason,
+        attempts=row.attempts,
+        message=message_from_json(row.message),
+        answer=row.answer,
+        parts=list(row.parts or []),
+        received_at=row.received_at,
+        updated_at=row.updated_at,
+        owner=row.owner,
+    )
