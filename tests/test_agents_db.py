@@ -7,8 +7,7 @@ Store and router tests run on SQLite and, when LOOPGATE_TEST_POSTGRES_URL is set
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,32 +28,7 @@ from bot.storage.models import AgentRow
 from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, text
-from tests.test_storage import PG_URL, Backend
-
-
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=pytest.mark.skipif(not PG_URL, reason="set LOOPGATE_TEST_POSTGRES_URL"),
-        ),
-    ]
-)
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    if request.param == "sqlite":
-        yield Backend("sqlite", f"sqlite+aiosqlite:///{tmp_path}/agents.db")
-        return
-    backend = Backend("postgres", PG_URL, schema=f"test_{uuid.uuid4().hex[:16]}")
-    yield backend
-    async with await backend.open() as db, db.engine.begin() as conn:
-        await conn.exec_driver_sql(f'DROP SCHEMA "{backend.schema}" CASCADE')
-
-
-@pytest.fixture
-async def db(backend: Backend) -> AsyncIterator[Database]:
-    async with await backend.open() as database:
-        yield database
+from tests.storage_support import Backend
 
 
 class Clock:

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +33,12 @@ from agent_core.tools.base import Tool, ToolContext
 from agent_core.workspace import user_workspace
 from bot.agents import AgentRouter
 from bot.app import Loopgate
-from bot.storage import Database, open_database
+from bot.storage import Database
 from bot.storage.memory_index import SqlMemoryIndex, fts5_query
 from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.test_compaction import RoleProvider, pairs
-
-PG_URL = os.environ.get("LOOPGATE_TEST_POSTGRES_URL", "")
 
 NOTES = """# Preferences
 Alice drinks green tea, never coffee.
@@ -102,27 +97,6 @@ def test_query_terms_drop_operators() -> None:
 
 
 # -- the SQL index, on each backend --------------------------------------------------------
-
-
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=pytest.mark.skipif(not PG_URL, reason="set LOOPGATE_TEST_POSTGRES_URL"),
-        ),
-    ]
-)
-async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
-    if request.param == "sqlite":
-        async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/m.db") as database:
-            yield database
-        return
-    schema = f"test_{uuid.uuid4().hex[:16]}"
-    async with await open_database(PG_URL, schema=schema) as database:
-        yield database
-        async with database.engine.begin() as conn:
-            await conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _write(ws: Path, relative: str, content: str) -> None:

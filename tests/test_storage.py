@@ -7,10 +7,6 @@ and can share one database.
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,8 +32,8 @@ from bot.storage import (
     open_database,
 )
 from bot.storage.models import Base, TraceRow
+from tests.storage_support import Backend
 
-PG_URL = os.environ.get("LOOPGATE_TEST_POSTGRES_URL", "")
 TABLES = {
     "sessions",
     "messages",
@@ -52,44 +48,6 @@ TABLES = {
     "inbox",
 }
 USAGE = Usage(input_tokens=10, output_tokens=5)
-
-
-@dataclass
-class Backend:
-    name: str
-    url: str
-    schema: str | None = None
-
-    async def open(self) -> Database:
-        return await open_database(self.url, schema=self.schema)
-
-
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=pytest.mark.skipif(
-                not PG_URL,
-                reason="set LOOPGATE_TEST_POSTGRES_URL=postgresql+asyncpg://user:pw@host/db",
-            ),
-        ),
-    ]
-)
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    if request.param == "sqlite":
-        yield Backend("sqlite", f"sqlite+aiosqlite:///{tmp_path}/data/loopgate.db")
-        return
-    backend = Backend("postgres", PG_URL, schema=f"test_{uuid.uuid4().hex[:16]}")
-    yield backend
-    async with await backend.open() as db, db.engine.begin() as conn:
-        await conn.exec_driver_sql(f'DROP SCHEMA "{backend.schema}" CASCADE')
-
-
-@pytest.fixture
-async def db(backend: Backend) -> AsyncIterator[Database]:
-    async with await backend.open() as database:
-        yield database
 
 
 async def _append(store: SqlSessionStore, key: str, *messages: Message, **kw: Any) -> None:
