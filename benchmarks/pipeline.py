@@ -1,11 +1,13 @@
 """Whole-pipeline benchmark: local channel → gateway → SQLite store → loop → local channel.
 
 The provider answers instantly in-process, so what is measured is Loopgate's own overhead per
-message (queueing, history load, run bookkeeping, atomic write, trace write, delivery).
+message (queueing, history load, run bookkeeping, atomic write, trace write, the durable inbox's
+writes, delivery).
 
     python benchmarks/pipeline.py [--messages 2000] [--sessions 200] [--idle 1000]
 
-Prints messages/s, p50/p99 gateway overhead per message, and RSS per 1,000 idle sessions.
+Prints messages/s, p50/p99 gateway overhead per message, and RSS per 1,000 idle sessions, then
+the unloaded overhead with the durable inbox off and on, side by side (what its writes cost).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from agent_core.testing import ScriptedProvider
 from bot.app import Loopgate
-from bot.config import parse_config
+from bot.config import Config, parse_config
 from bot.logging_setup import configure_logging
 from channels import ChatRef, ChatType, InboundMessage, Sender
 from channels.local import Outbound
@@ -39,8 +41,8 @@ def message(chat_id: str, text: str) -> InboundMessage:
     return InboundMessage(chat=chat, message_id=uuid.uuid4().hex, sender=Sender(chat_id), text=text)
 
 
-async def bench(messages: int, sessions: int, idle: int, workdir: Path) -> None:
-    config = parse_config(
+def bench_config(workdir: Path) -> Config:
+    return parse_config(
         {
             "database": {"url": f"sqlite+aiosqlite:///{workdir / 'bench.db'}"},
             "agents": {"defaults": {"workspace": str(workdir / "ws")}},
@@ -48,6 +50,48 @@ async def bench(messages: int, sessions: int, idle: int, workdir: Path) -> None:
         },
         {},
     )
+
+
+async def unloaded(app: Loopgate, count: int, prefix: str) -> list[float]:
+    """One message at a time, each to its own session: the true per-message cost, in ms."""
+    solo: list[float] = []
+    for i in range(count):
+        t = time.perf_counter()
+        job = await app.gateway.handle(message(f"{prefix}{i}", "hello"))
+        assert job is not None
+        await job.done
+        solo.append((time.perf_counter() - t) * 1000)
+    return solo
+
+
+async def inbox_cost(workdir: Path, count: int, rounds: int) -> None:
+    """The same unloaded measurement with the inbox off and on, interleaved in rounds so that
+    drift of the machine (other load, the file growing) hits both alike."""
+    results: dict[bool, list[float]] = {False: [], True: []}
+    for durable in (False, True):
+        directory = workdir / f"durable-{durable}"
+        async with Loopgate(
+            bench_config(directory), providers={"openai": ScriptedProvider()}, durable=durable
+        ) as app:
+            await unloaded(app, 20, "warm")
+    for round_no in range(rounds):
+        for durable in (False, True):
+            directory = workdir / f"durable-{durable}"
+            async with Loopgate(
+                bench_config(directory), providers={"openai": ScriptedProvider()}, durable=durable
+            ) as app:
+                results[durable] += await unloaded(app, count, f"r{round_no}-")
+    off = statistics.quantiles(sorted(results[False]), n=100)
+    on = statistics.quantiles(sorted(results[True]), n=100)
+    print(f"durable inbox cost ({rounds} × {count} sequential messages each, SQLite):")
+    print(f"  {'':<12}{'p50 ms':>10}{'p99 ms':>10}")
+    print(f"  {'inbox off':<12}{off[49]:>10.2f}{off[98]:>10.2f}")
+    print(f"  {'inbox on':<12}{on[49]:>10.2f}{on[98]:>10.2f}")
+    print(f"  {'added':<12}{on[49] - off[49]:>+10.2f}{on[98] - off[98]:>+10.2f}")
+
+
+async def bench(messages: int, sessions: int, idle: int, workdir: Path) -> None:
+    config = bench_config(workdir)
     provider = ScriptedProvider()  # echo, no delay
     async with Loopgate(config, providers={"openai": provider}) as app:
         sent_at: dict[str, float] = {}
@@ -69,14 +113,7 @@ async def bench(messages: int, sessions: int, idle: int, workdir: Path) -> None:
             assert job is not None
             await job.done
 
-        # Unloaded: one message at a time, each to its own session, is the true per-message cost.
-        solo: list[float] = []
-        for i in range(min(300, messages)):
-            t = time.perf_counter()
-            job = await app.gateway.handle(message(f"solo{i}", "hello"))
-            assert job is not None
-            await job.done
-            solo.append((time.perf_counter() - t) * 1000)
+        solo = await unloaded(app, min(300, messages), "solo")
         sq = statistics.quantiles(sorted(solo), n=100)
         print(
             f"unloaded overhead per message ({len(solo)} sequential): "
@@ -130,10 +167,13 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--idle", type=int, default=1000)
+    parser.add_argument("--inbox-rounds", type=int, default=4)
     args = parser.parse_args()
     configure_logging("error")
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(bench(args.messages, args.sessions, args.idle, Path(tmp)))
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(inbox_cost(Path(tmp), 200, args.inbox_rounds))
 
 
 if __name__ == "__main__":

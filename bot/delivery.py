@@ -52,17 +52,21 @@ async def deliver(
     *,
     reply_to: str | None = None,
     skip: int = 0,
+    before_first: Callable[[int], Awaitable[None]] | None = None,
     on_sent: PartSent | None = None,
 ) -> list[MessageRef]:
     """Format and send ``text``; sends nothing for NO_REPLY or an empty answer.
 
     ``skip`` chunks were delivered before (a replay after a crash): the same text renders to
     the same chunks, so sending resumes at chunk ``skip`` and never repeats one.
+    ``before_first`` is told how many chunks there are before anything is sent.
     """
     if is_no_reply(text):
         return []
     caps = channel.capabilities
     chunks = render_chunks(text, caps.formatting, caps.max_chars)
+    if before_first is not None:
+        await before_first(len(chunks))
     sent: list[MessageRef] = []
     for index in range(skip, len(chunks)):
         # Only the first chunk quotes the user's message; the rest follow it.

@@ -139,8 +139,11 @@ class Gateway:
             ),
         )
         if self.inbox is not None:
+            job.started = self.scheduler.starts_at_once(key, job.concurrency)
             try:
-                job.inbox_id = await self.inbox.add(msg, session_key=key, agent_id=agent_id)
+                job.inbox_id = await self.inbox.add(
+                    msg, session_key=key, agent_id=agent_id, running=job.started
+                )
             except Exception as exc:
                 log.error("inbound.not_accepted", reason="inbox_failed", error=str(exc))
                 # Its redelivery must not be taken for a duplicate.

@@ -58,6 +58,13 @@ class Scheduler(Generic[J]):
         lane.queue.append(job)
         self._pump(job.session_key)
 
+    def starts_at_once(self, session_key: str, concurrency: int) -> bool:
+        """Whether a job submitted now to ``session_key`` would start without queueing."""
+        lane = self._lanes.get(session_key)
+        if self._held:
+            return False
+        return lane is None or (not lane.queue and len(lane.running) < concurrency)
+
     def queued(self, session_key: str) -> list[J]:
         lane = self._lanes.get(session_key)
         return list(lane.queue) if lane else []

@@ -1,8 +1,9 @@
 """One inbound message, start to finish: typing, reactions, the agent run, delivery, cleanup.
 
 Each step is recorded in the durable inbox (``bot/storage/inbox.py``): ``running`` when the
-turn starts, the answer before its first chunk goes out, each chunk's platform id once sent,
-and the end state. A turn cancelled by a shutdown gives its entry back for the next process.
+turn starts, a multi-chunk answer before its first chunk goes out, each chunk's platform id
+once sent (the last one with the end state). A turn cancelled by a shutdown gives its entry
+back for the next process.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class Job:
     parts: list[str] = field(default_factory=list)
     """Platform ids of the chunks of ``answer`` already delivered."""
     replayed: bool = False
+    started: bool = False
+    """Stored as ``running`` already (it was to start at once): no second write for it."""
     drop_reason: str = "queue full (bot.queue_cap)"
     done: asyncio.Future[RunResult | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -73,7 +76,7 @@ class TurnRunner:
     async def execute(self, job: Job, channel: Channel) -> None:
         """Run the agent for ``job`` and deliver the answer; never raises (except shutdown)."""
         msg = job.message
-        if self.inbox is not None and job.inbox_id is not None:
+        if self.inbox is not None and job.inbox_id is not None and not job.started:
             await self.inbox.start(job.inbox_id)
         typing = TypingIndicator(
             channel, msg.chat, interval=self.config.typing_interval, ttl=self.config.typing_ttl
@@ -174,15 +177,25 @@ class TurnRunner:
         if inbox is None or entry is None:
             await deliver(channel, msg.chat, result.content, reply_to=reply_to)
             return InboxState.ANSWERED, None
-        if job.answer is None:
-            await inbox.save_answer(entry, result.content)
         parts = list(job.parts)
         closed = False
+        unsaved: str | None = None
+
+        async def before_first(chunks: int) -> None:
+            nonlocal unsaved
+            if job.answer is not None:
+                return  # a replay: saved by the process that computed it
+            if chunks > 1:
+                # Saved before chunk 1 goes out, so a crash after it resumes at chunk 2 with
+                # the same text instead of running the agent again.
+                await inbox.save_answer(entry, result.content)
+            else:
+                unsaved = result.content  # one chunk: saved with its delivery, one write less
 
         async def sent(message_id: str, last: bool) -> None:
             nonlocal closed
             parts.append(message_id)
-            await inbox.add_part(entry, parts, last=last)
+            await inbox.add_part(entry, parts, last=last, answer=unsaved)
             closed = last
 
         await deliver(
@@ -191,6 +204,7 @@ class TurnRunner:
             result.content,
             reply_to=reply_to,
             skip=len(parts),
+            before_first=before_first,
             on_sent=sent,
         )
         # The last chunk's record ended the entry; an empty answer (nothing sent) ends here.

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -73,6 +74,17 @@ class Database:
             return
         async with self._write_lock, self.sessionmaker.begin() as session:
             yield session
+
+    @asynccontextmanager
+    async def write_connection(self) -> AsyncIterator[AsyncConnection]:
+        """Like :meth:`write` without the ORM session: for single hot-path statements, where
+        the session's bookkeeping would cost more than the statement itself."""
+        if self._write_lock is None:
+            async with self.engine.begin() as conn:
+                yield conn
+            return
+        async with self._write_lock, self.engine.begin() as conn:
+            yield conn
 
     @property
     def dialect(self) -> str:

@@ -78,16 +78,19 @@ class SqlInbox:
         self.owner = owner or process_owner()
         self.lease = timedelta(seconds=lease_seconds)
 
-    async def add(self, msg: InboundMessage, *, session_key: str, agent_id: str) -> int:
-        """Store ``msg`` as ``queued``; returns its id."""
+    async def add(
+        self, msg: InboundMessage, *, session_key: str, agent_id: str, running: bool = False
+    ) -> int:
+        """Store ``msg`` as ``queued`` (``running`` when it starts at once: one write less);
+        returns its id."""
         now = utcnow()
         stmt = insert(InboxRow).values(
             session_key=session_key,
             agent_id=agent_id,
             channel=msg.chat.channel,
             message=message_to_json(msg),
-            state=InboxState.QUEUED.value,
-            attempts=0,
+            state=(InboxState.RUNNING if running else InboxState.QUEUED).value,
+            attempts=1 if running else 0,
             parts=[],
             received_at=_aware(msg.received_at),
             created_at=now,
@@ -96,8 +99,8 @@ class SqlInbox:
             owner=self.owner,
             lease_until=now + self.lease,
         )
-        async with self._db.write() as s:
-            result = await s.execute(stmt.returning(InboxRow.id))
+        async with self._db.write_connection() as conn:
+            result = await conn.execute(stmt.returning(InboxRow.id))
             return int(result.scalar_one())
 
     async def start(self, entry_id: int) -> None:
@@ -116,9 +119,14 @@ class SqlInbox:
         """Saved before the first chunk is sent: a replay then delivers this, not a new run."""
         await self._update(entry_id, answer=clean(answer), parts=[], updated_at=utcnow())
 
-    async def add_part(self, entry_id: int, parts: list[str], *, last: bool) -> None:
-        """Record the chunks delivered so far; the last one ends the entry as ``answered``."""
+    async def add_part(
+        self, entry_id: int, parts: list[str], *, last: bool, answer: str | None = None
+    ) -> None:
+        """Record the chunks delivered so far; the last one ends the entry as ``answered``.
+        ``answer`` is stored with it when it was not saved before (a one-chunk answer)."""
         values: dict[str, Any] = {"parts": list(parts), "updated_at": utcnow()}
+        if answer is not None:
+            values["answer"] = clean(answer)
         if last:
             values.update(state=InboxState.ANSWERED.value, owner=None, lease_until=None)
         await self._update(entry_id, **values)
@@ -240,8 +248,8 @@ class SqlInbox:
         return removed
 
     async def _update(self, entry_id: int, **values: Any) -> None:
-        async with self._db.write() as s:
-            await s.execute(update(InboxRow).where(InboxRow.id == entry_id).values(**values))
+        async with self._db.write_connection() as conn:
+            await conn.execute(update(InboxRow).where(InboxRow.id == entry_id).values(**values))
 
 
 def message_to_json(msg: InboundMessage) -> dict[str, Any]:
