@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,32 +15,9 @@ import websockets
 
 from tests.fakes.llm_server import FakeLLM, text
 from tests.fakes.telegram_server import FakeTelegram
+from tests.service_support import clean_env, free_port, run_cli, start_server
 
 OFFLINE_MARKER = "No LLM is configured"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def clean_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LOOPGATE_"))}
-    env.pop("PORT", None)
-    env["HOME"] = str(tmp_path)
-    return env
-
-
-async def run_cli(tmp_path: Path, *args: str, timeout: float = 60) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args,
-        cwd=tmp_path, env=clean_env(tmp_path),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 class TestChatCommand:
@@ -71,28 +45,6 @@ class TestChatCommand:
         code, _, err = await run_cli(tmp_path, "chat", "-m", "hi")
         assert code == 2
         assert "channels.zalo.token: field required" in err
-
-
-async def start_server(tmp_path: Path) -> tuple[asyncio.subprocess.Process, str]:
-    """``loopgate serve`` in a subprocess, once ``/healthz`` answers."""
-    port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "serve", "--port", str(port),
-        cwd=tmp_path, env=clean_env(tmp_path),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient() as client:
-        for _ in range(200):
-            with contextlib.suppress(httpx.TransportError):
-                if (await client.get(f"{base}/healthz")).status_code == 200:
-                    return proc, base
-            if proc.returncode is not None:
-                raise AssertionError("server exited early")
-            await asyncio.sleep(0.1)
-    proc.terminate()
-    await asyncio.wait_for(proc.wait(), 20)
-    raise AssertionError("server did not become healthy")
 
 
 @pytest.fixture

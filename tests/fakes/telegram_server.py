@@ -11,10 +11,12 @@ unsupported or unbalanced tags and unknown entities ("can't parse entities",
     async with FakeTelegram() as tg:
         tg.push(tg.private_message("hi", user_id=42))          # next getUpdates returns it
         tg.fail_next("sendMessage", 429, retry_after=1)        # injected failures
+        tg.hold("sendMessage", after=2)                         # the 3rd hangs till release()
         await tg.wait_for(lambda: tg.sent)                      # condition waits, no sleeps
         assert tg.sent[0]["text"] == "echo: hi"
 
-Every call is recorded in ``tg.calls`` as :class:`Call` (method, decoded params, time).
+Every call is recorded in ``tg.calls`` as :class:`Call` (method, decoded params, time), except
+held ones, which are in ``tg.held``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from starlette.routing import Route
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.telegram_html import HtmlError, parse_html
 
-__all__ = ["Call", "Failure", "FakeTelegram"]
+__all__ = ["Call", "Failure", "FakeTelegram", "Hold"]
 
 TOKEN = "123456:TEST-token"
 MAX_TEXT_UNITS = 4096
@@ -65,6 +67,15 @@ class Call:
     method: str
     params: dict[str, Any]
     at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Hold:
+    """Let ``after`` more calls of ``method`` through, then hold the next ``count`` ones."""
+
+    method: str
+    after: int
+    count: int
 
 
 @dataclass
@@ -101,6 +112,9 @@ class FakeTelegram:
         self.admins: dict[int, set[int]] = {}
         self.delays: dict[str, float] = {}
         self._failures: list[Failure] = []
+        self._holds: list[Hold] = []
+        self.held: list[Call] = []
+        self._released = asyncio.Event()
         self._next_update_id = 1000
         self._next_message_id = 500
         self._changed = asyncio.Condition()
@@ -123,6 +137,7 @@ class FakeTelegram:
         if self._server is None:
             return
         self._closing.set()  # releases pending long polls
+        self.release()
         async with self._changed:
             self._changed.notify_all()
         await self._server.stop()
@@ -177,6 +192,31 @@ class FakeTelegram:
                 match,
             )
         )
+
+    def hold(self, method: str, *, after: int = 0, count: int = 1) -> None:
+        """Let ``after`` more calls of ``method`` through, then hold the next ``count`` ones.
+
+        A held call is neither carried out nor recorded in ``calls`` (it is in ``held``): it
+        waits until :meth:`release` (or ``stop``), then answers 502. A client killed while
+        one is held never learns whether it went out, as in a crash mid-request.
+        """
+        self._holds.append(Hold(method, after, count))
+
+    def release(self) -> None:
+        """Let every held call answer (502); later calls are held again if a hold remains."""
+        self._released.set()
+        self._released = asyncio.Event()
+
+    def _take_hold(self, method: str) -> bool:
+        for hold in self._holds:
+            if hold.method != method or hold.count <= 0:
+                continue
+            if hold.after > 0:
+                hold.after -= 1
+                return False
+            hold.count -= 1
+            return True
+        return False
 
     def calls_of(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
@@ -283,6 +323,14 @@ class FakeTelegram:
             return Response(status_code=499)
         params = _decode(body, request.headers.get("content-type", ""))
         call = Call(method, params)
+        if self._take_hold(method):
+            self.held.append(call)
+            released = self._released
+            await self._notify()
+            await released.wait()
+            return JSONResponse(
+                {"ok": False, "error_code": 502, "description": "Bad Gateway"}, status_code=502
+            )
         self.calls.append(call)
         try:
             if method in self.delays:
