@@ -15,6 +15,7 @@ import structlog
 
 from agent_core import Event, EventBus, EventType, RunRequest, RunResult, RunStatus
 from agent_core.events import Subscriber
+from agent_core.uncancellable import finish_despite_cancel
 from bot.agents import AgentRouter, UnknownAgent
 from bot.config import BotConfig
 from bot.delivery import deliver, send_with_retry
@@ -48,6 +49,8 @@ class Job:
     replayed: bool = False
     started: bool = False
     """Stored as ``running`` already (it was to start at once): no second write for it."""
+    outcome: tuple[InboxState, str | None] | None = None
+    """How the turn ends, once its answer (or apology, or silence) is fully delivered."""
     drop_reason: str = "queue full (bot.queue_cap)"
     done: asyncio.Future[RunResult | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -100,14 +103,22 @@ class TurnRunner:
                 )
             else:
                 result = await self._run(job)
-            # Typing stops before the first message goes out, never after it.
-            await typing.stop()
-            end = await self._deliver(job, channel, result)
+            # Once there is an answer, a cancel (/stop, shutdown) waits for its delivery: a
+            # chunk sent but not recorded would be sent again by the next process.
+            end = await finish_despite_cancel(
+                self._send(job, channel, typing, result), name="delivery"
+            )
         except asyncio.CancelledError:
-            result = RunResult(run_id=job.run_id, status=RunStatus.CANCELLED)
-            if self.shutting_down:
+            if job.outcome is not None:
+                # The answer went out; the cancel came too late to change anything.
+                end = job.outcome
+                log.info("run.cancel_after_delivery", run_id=job.run_id)
+            elif self.shutting_down:
+                # ``end`` stays None: the entry goes back to the inbox for the next process.
+                result = RunResult(run_id=job.run_id, status=RunStatus.CANCELLED)
                 log.info("run.interrupted", run_id=job.run_id, session_key=job.session_key)
             else:
+                result = RunResult(run_id=job.run_id, status=RunStatus.CANCELLED)
                 log.info("run.cancelled", run_id=job.run_id, session_key=job.session_key)
                 end = (InboxState.DROPPED, "stopped")
         except Exception as exc:
@@ -123,6 +134,14 @@ class TurnRunner:
             await job.reactions.finish(ok=ok)
             await self._record_end(job, end)
             job.settle(result)
+
+    async def _send(
+        self, job: Job, channel: Channel, typing: TypingIndicator, result: RunResult
+    ) -> tuple[InboxState, str | None]:
+        # Typing stops before the first message goes out, never after it.
+        await typing.stop()
+        job.outcome = await self._deliver(job, channel, result)
+        return job.outcome
 
     async def _record_end(self, job: Job, end: tuple[InboxState, str | None] | None) -> None:
         if self.inbox is None or job.inbox_id is None:

@@ -29,6 +29,7 @@ from bot.storage import Database, SqlDedupeStore, open_database
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
 from bot.storage.models import InboxRow, utcnow
 from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender
+from channels.local import Outbound
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, delay, text
 
@@ -364,3 +365,28 @@ async def test_healthz_answers_503_draining_with_the_inbox_depth(
             health = await http.get("/healthz")
             assert health.status_code == 503 and health.json()["status"] == "draining"
             drain.cancel()
+
+
+async def test_a_shutdown_waits_for_the_chunk_being_sent(tmp_path: Path, llm: FakeLLM) -> None:
+    """A chunk the platform took but the inbox did not record would be sent twice."""
+    config = make_config(tmp_path, llm)
+    llm.script(text("the answer"))
+    sending, platform_answers = asyncio.Event(), asyncio.Event()
+
+    async def slow_platform(record: Outbound) -> None:
+        if record.kind == "message":
+            sending.set()
+            await platform_answers.wait()
+
+    app = Loopgate(config)
+    await app.start()
+    app.web.listen(DM.chat_id, slow_platform)
+    done = await ChatDriver(app, DM).send("hi")
+    await asyncio.wait_for(sending.wait(), 10)
+    closing = asyncio.create_task(app.aclose())  # cancels the turn mid-send
+    await asyncio.sleep(0.1)
+    platform_answers.set()
+    await asyncio.wait_for(closing, 10)
+    assert done is not None and done.done()
+    async with await open_database(config.database.url) as db:
+        assert await SqlInbox(db).unanswered() == []  # answered, not handed back

@@ -13,7 +13,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, insert, or_, select, update
@@ -92,7 +92,9 @@ class SqlInbox:
             state=(InboxState.RUNNING if running else InboxState.QUEUED).value,
             attempts=1 if running else 0,
             parts=[],
-            received_at=_aware(msg.received_at),
+            # When Loopgate took it, not the platform's date: replay_max_age counts the wait
+            # here, whatever the platform's clock (the message keeps its own date).
+            received_at=now,
             created_at=now,
             updated_at=now,
             # Held by this process from the start: a sweep must not take it over meanwhile.
@@ -145,15 +147,20 @@ class SqlInbox:
         )
 
     async def release(self, entry_id: int, reason: str) -> None:
-        """Give an unfinished entry back (shutdown): the next process runs it again."""
-        await self._update(
-            entry_id,
-            state=InboxState.QUEUED.value,
-            reason=reason,
-            owner=None,
-            lease_until=None,
-            updated_at=utcnow(),
-        )
+        """Give an unfinished entry back (shutdown): the next process runs it again.
+        An entry that ended meanwhile stays ended."""
+        async with self._db.write_connection() as conn:
+            await conn.execute(
+                update(InboxRow)
+                .where(InboxRow.id == entry_id, InboxRow.state.in_([s.value for s in PENDING]))
+                .values(
+                    state=InboxState.QUEUED.value,
+                    reason=reason,
+                    owner=None,
+                    lease_until=None,
+                    updated_at=utcnow(),
+                )
+            )
 
     async def take_over(self, *, all_owners: bool = True) -> list[InboxEntry]:
         """Claim the pending entries a previous process left, oldest first.
@@ -291,10 +298,6 @@ def message_from_json(data: dict[str, Any]) -> InboundMessage:
         received_at=datetime.fromisoformat(data["received_at"]),
         metadata=dict(data.get("metadata") or {}),
     )
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _entry(row: InboxRow) -> InboxEntry:
