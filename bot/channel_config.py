@@ -6,16 +6,11 @@ where); the rest is what its adapter needs. :mod:`bot.config` re-exports these m
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import Field, field_validator
 
-from bot.config_base import StrictModel
-
-
-def _off(value: Any) -> Any:
-    # YAML 1.1 reads a bare ``off`` as False: ``rate_limit: off`` must still mean "off".
-    return "off" if value is False else value
+from bot.config_base import OffAllowed, StrictModel
 
 
 class _ChannelBase(StrictModel):
@@ -68,7 +63,7 @@ class TelegramConfig(_ChannelBase):
     """Update types requested from Telegram (``getUpdates`` and ``setWebhook``)."""
     polling_timeout: int = Field(30, ge=0, le=50)
     """Seconds one ``getUpdates`` long poll waits when there is nothing new."""
-    rate_limit: Annotated[TelegramRateLimit | Literal["off"], BeforeValidator(_off)] = Field(
+    rate_limit: Annotated[TelegramRateLimit | Literal["off"], OffAllowed] = Field(
         default_factory=lambda: TelegramRateLimit()
     )
     """Send pacing; ``off`` for self-hosted Bot API servers and benchmarks (429 still holds)."""
@@ -93,7 +88,7 @@ class SlackConfig(_ChannelBase):
     mode: Literal["socket", "http"] = "socket"
     reply_in_thread: bool = True
     """In channels, answer in the thread of the triggering message (DMs are always inline)."""
-    rate_limit: Annotated[SlackRateLimit | Literal["off"], BeforeValidator(_off)] = Field(
+    rate_limit: Annotated[SlackRateLimit | Literal["off"], OffAllowed] = Field(
         default_factory=lambda: SlackRateLimit()
     )
     """Pacing of posts per Slack channel; ``off`` disables it (429 ``Retry-After`` still holds)."""

@@ -33,7 +33,7 @@ from bot.channel_config import SlackRateLimit as SlackRateLimit
 from bot.channel_config import TelegramConfig as TelegramConfig
 from bot.channel_config import TelegramRateLimit as TelegramRateLimit
 from bot.channel_config import ZaloConfig as ZaloConfig
-from bot.config_base import StrictModel
+from bot.config_base import OffAllowed, StrictModel
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -58,6 +58,27 @@ class ServerConfig(StrictModel):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     """Overridden by the ``PORT`` environment variable (PaaS convention)."""
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    """Largest POST body taken; a larger one is answered 413 without reading the rest."""
+    max_ws_message_bytes: int = Field(262_144, ge=1024)
+    """Largest web chat WebSocket message; a larger one closes the socket (1009)."""
+
+
+class WebConfig(StrictModel):
+    """Who may use the web chat (``/`` and ``/ws``)."""
+
+    token: str = ""
+    """Required for the web chat when set, and always off loopback (without it the web chat is
+    disabled there). Give it as ``Authorization: Bearer``, ``?token=`` or the login form."""
+    public: bool = False
+    """``true``: anyone may chat anonymously even off loopback (logged as a warning)."""
+
+
+class SenderRateLimit(StrictModel):
+    """Messages one sender may have run per channel: ``burst`` at once, then ``per_minute``."""
+
+    per_minute: float = Field(20.0, gt=0)
+    burst: int = Field(5, ge=1)
 
 
 class ProviderConfig(StrictModel):
@@ -244,6 +265,15 @@ class BotConfig(StrictModel):
     typing_ttl: float = Field(120.0, gt=0)
     reactions: bool = True
     reaction_cleanup: Literal["clear", "final"] = "clear"
+    sender_rate_limit: Annotated[SenderRateLimit | Literal["off"], OffAllowed] = Field(
+        default_factory=SenderRateLimit
+    )
+    """Per channel and sender; excess messages are not run (one notice per minute). Admins are
+    exempt. ``off`` disables it."""
+    rate_limited_reply: str = (
+        "You're sending messages faster than I can answer, so I skipped some. "
+        "Please wait a minute before sending more."
+    )
     replay_max_age: Duration = 3600.0
     """Seconds (or ``30m``, ``1h``, ``2d``) a message left unanswered by an earlier process may
     be old and still be run at start-up; older ones end as ``expired``. ``0``: never expire."""
@@ -265,6 +295,7 @@ class Config(StrictModel):
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     bot: BotConfig = Field(default_factory=BotConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""
