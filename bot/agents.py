@@ -262,6 +262,9 @@ class AgentRouter:
             stream=defaults.stream,
             max_tool_calls=(agent and agent.max_tool_calls) or defaults.max_tool_calls,
             max_parallel_tools=defaults.max_parallel_tools,
+            max_file_bytes=(agent and agent.max_file_bytes) or defaults.max_file_bytes,
+            workspace_max_bytes=(agent and agent.workspace_max_bytes)
+            or defaults.workspace_max_bytes,
             fallback_provider=fallback_name,
             fallback_model=fallback_model,
             **context_settings(defaults, agent),

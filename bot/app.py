@@ -29,6 +29,7 @@ from bot.config import Config
 from bot.gateway import Gateway
 from bot.maintenance import run_periodically
 from bot.platforms import PlatformDeps, build_platform_channels
+from bot.redaction import register_secrets, secrets_of
 from bot.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
 from bot.run_registry import LocalRunRegistry
 from bot.storage import (
@@ -61,6 +62,7 @@ class Loopgate:
         self.config = config
         self._providers = providers
         self.durable = durable
+        register_secrets(secrets_of(config))
         self.inbox: SqlInbox | None = None
         self.draining = False
         self._background: list[asyncio.Task[None]] = []

@@ -89,6 +89,7 @@ async def _serve_async(config: Config) -> int:
                 log_config=None,
                 proxy_headers=True,
                 lifespan="on",
+                ws_max_size=config.server.max_ws_message_bytes,
             ),
             loopgate,
         )

@@ -19,6 +19,7 @@ import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    ByteSize,
     ConfigDict,
     Field,
     ValidationError,
@@ -178,6 +179,10 @@ class AgentDefaults(StrictModel):
     """Tool calls one run may make over all its iterations; later calls get an error result."""
     max_parallel_tools: int = Field(4, ge=1, le=64)
     """How many read-only tool calls of one batch run at once."""
+    max_file_bytes: ByteSize = Field(ByteSize(1 << 20), gt=0)
+    """Most bytes one ``write_file`` may write (bytes, or ``512KiB``, ``1MiB``, ``2MB``)."""
+    workspace_max_bytes: ByteSize = Field(ByteSize(100 << 20), gt=0)
+    """Quota of one user's workspace; a write that would pass it is a tool error."""
     agent_type: Literal["open", "predefined"] = "open"
     """``open``: per-user bootstrap files; ``predefined``: agent-level files + per-user USER.md."""
     input_guard: Literal["off", "log", "warn", "block"] = "warn"
@@ -208,6 +213,8 @@ class AgentConfig(StrictModel):
     fallback_model: str | None = None
     """Model on the fallback provider; default: that provider's ``model``."""
     max_tool_calls: int | None = Field(None, ge=1)
+    max_file_bytes: ByteSize | None = Field(None, gt=0)
+    workspace_max_bytes: ByteSize | None = Field(None, gt=0)
     agent_type: Literal["open", "predefined"] | None = None
     input_guard: Literal["off", "log", "warn", "block"] | None = None
     history_limit: int | None = Field(None, ge=1)

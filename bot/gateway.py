@@ -26,6 +26,7 @@ from bot.delivery import send_with_retry
 from bot.reactions import StatusReactions
 from bot.run_registry import RunRegistry
 from bot.scheduler import Scheduler
+from bot.sender_limits import MemorySenderLimiter, SenderLimiter
 from bot.session_keys import session_key
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
 from bot.turn import Job, TurnRunner
@@ -51,6 +52,7 @@ class Gateway:
         access: AccessPolicy | None = None,
         inbox: SqlInbox | None = None,
         channel_ready: Callable[[str], Awaitable[None]] | None = None,
+        limiter: SenderLimiter | None = None,
     ) -> None:
         """``inbox`` None: nothing is stored (the terminal chat, whose answers have nowhere to
         go after a restart). ``channel_ready`` waits until a channel can send (replays)."""
@@ -63,6 +65,10 @@ class Gateway:
         self.access = access or AccessPolicy(config)
         self.inbox = inbox
         self.channel_ready = channel_ready
+        limit = config.bot.sender_rate_limit
+        if limiter is None and limit != "off":
+            limiter = MemorySenderLimiter(limit.per_minute, limit.burst)
+        self.limiter = limiter
         self.accepting = True
         self.channels: dict[str, Channel] = {}
         self.turns = TurnRunner(config.bot, router, registry, events, inbox)
@@ -122,6 +128,8 @@ class Gateway:
             return None
         if not msg.text.strip():
             log.info("inbound.skipped", reason="empty", chat=msg.chat.chat_id)
+            return None
+        if not await self._within_rate_limit(msg, channel):
             return None
         group = msg.chat.chat_type is ChatType.GROUP
         bot = self.config.bot
@@ -198,16 +206,44 @@ class Gateway:
                 log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
         job.settle(None)
 
-    async def _is_admin(self, msg: InboundMessage, channel: Channel) -> bool:
-        if msg.chat.chat_type is ChatType.DIRECT or msg.sender_is_admin:
+    async def _within_rate_limit(self, msg: InboundMessage, channel: Channel) -> bool:
+        """Admins are exempt; everyone else gets ``bot.sender_rate_limit`` per channel."""
+        if self.limiter is None or msg.sender_is_admin or self._configured_admin(msg, channel):
             return True
+        verdict = await self.limiter.allow(f"{channel.name}:{msg.sender.id}")
+        if verdict.allowed:
+            return True
+        log.warning(
+            "inbound.rate_limited",
+            channel=channel.name,
+            chat=msg.chat.chat_id,
+            sender=msg.sender.id,
+            message_id=msg.message_id,
+            retry_after=round(verdict.retry_after, 1),
+        )
+        if verdict.notify:
+            reply_to = msg.message_id if msg.chat.chat_type is ChatType.GROUP else None
+            try:
+                await send_with_retry(
+                    channel, msg.chat, self.config.bot.rate_limited_reply, reply_to=reply_to
+                )
+            except Exception as exc:
+                log.info("rate_limit.notice_failed", channel=channel.name, error=str(exc))
+        return False
+
+    def _configured_admin(self, msg: InboundMessage, channel: Channel) -> bool:
         sender = msg.sender.id
         channel_admins = getattr(getattr(self.config.channels, channel.name, None), "admins", [])
         admins = {*self.config.bot.admins, *channel_admins}
-        if sender in admins or f"{channel.name}:{sender}" in admins:
+        return sender in admins or f"{channel.name}:{sender}" in admins
+
+    async def _is_admin(self, msg: InboundMessage, channel: Channel) -> bool:
+        if msg.chat.chat_type is ChatType.DIRECT or msg.sender_is_admin:
+            return True
+        if self._configured_admin(msg, channel):
             return True
         try:
-            return await channel.is_admin(msg.chat, sender)
+            return await channel.is_admin(msg.chat, msg.sender.id)
         except Exception as exc:
             log.info("admin_check.failed", channel=channel.name, error=str(exc))
             return False

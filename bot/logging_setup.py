@@ -7,6 +7,8 @@ import sys
 
 import structlog
 
+from bot.redaction import RedactingFilter, redact_rendered
+
 
 class _CurrentStderr:
     """Writes to whatever ``sys.stderr`` is now, not the stream at configuration time.
@@ -36,6 +38,7 @@ def configure_logging(level: str = "info", fmt: str = "console") -> None:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             renderer,
+            redact_rendered,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
@@ -43,4 +46,6 @@ def configure_logging(level: str = "info", fmt: str = "console") -> None:
     )
     # Libraries (uvicorn, httpx, sqlalchemy) log through stdlib logging.
     logging.basicConfig(level=max(numeric, logging.INFO), stream=sys.stderr, force=True)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
     logging.getLogger("httpx").setLevel(logging.WARNING)

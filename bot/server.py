@@ -1,4 +1,8 @@
-"""The HTTP server: health check, the local web chat (page + WebSocket), platform webhooks."""
+"""The HTTP server: health check, the local web chat (page + WebSocket), platform webhooks.
+
+Every POST body is bounded (``server.max_body_bytes``, :mod:`bot.body_limit`); the web chat is
+open on loopback only, and needs ``web.token`` elsewhere (:mod:`bot.web_auth`).
+"""
 
 from __future__ import annotations
 
@@ -12,18 +16,24 @@ from typing import Any
 import structlog
 from sqlalchemy import text
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.middleware import Middleware
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agent_core import Event
 from bot.app import Loopgate
+from bot.body_limit import BodyLimit
 from bot.session_keys import session_key
+from bot.web_auth import DISABLED_PAGE, TokenAuth, WebAccess, form_token, login_page, web_access
 from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender, WebhookReceiver
 from channels.local import Outbound
 
 log = structlog.get_logger(__name__)
+
+WEB_COOKIE = "loopgate_web"
+WEB_COOKIE_MAX_AGE = 30 * 24 * 3600
 
 
 def create_app(
@@ -75,11 +85,53 @@ def create_app(
 
     page = resources.files("bot").joinpath("web/index.html").read_text(encoding="utf-8")
 
+    config = loopgate.config
+    access = web_access(config)
+    auth = TokenAuth(config.web.token, WEB_COOKIE) if access is WebAccess.TOKEN else None
+    _log_web_access(access, config.server.host)
+
+    def web_allowed(conn: HTTPConnection) -> bool:
+        if auth is not None:
+            return auth.allows(conn.headers, conn.url, conn.cookies)
+        return access is not WebAccess.DISABLED
+
     async def index(request: Request) -> HTMLResponse:
+        if access is WebAccess.DISABLED:
+            return HTMLResponse(DISABLED_PAGE, 403)
+        if not web_allowed(request):
+            return HTMLResponse(login_page(), 401)
         return HTMLResponse(page)
 
+    async def login_form(request: Request) -> Response:
+        if auth is None:
+            return RedirectResponse("/", 303)
+        return HTMLResponse(login_page())
+
+    async def login(request: Request) -> Response:
+        if auth is None:
+            return JSONResponse({"error": "no login needed here"}, 404)
+        if not auth.matches(form_token(await request.body())):
+            client = request.client.host if request.client else ""
+            log.warning("web.login_failed", client=client)
+            return HTMLResponse(login_page(failed=True), 401)
+        response = RedirectResponse("/", 303)
+        response.set_cookie(
+            WEB_COOKIE,
+            auth.cookie_value,
+            max_age=WEB_COOKIE_MAX_AGE,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
     async def chat_socket(ws: WebSocket) -> None:
-        await _serve_chat(loopgate, ws)
+        if not web_allowed(ws):
+            # Closed before the handshake completes: the browser sees a refused upgrade (403).
+            log.info("web.socket_refused", access=str(access))
+            await ws.close(code=1008)
+            return
+        await _serve_chat(loopgate, ws, max_bytes=config.server.max_ws_message_bytes)
 
     async def webhook(request: Request) -> Response:
         # Channels are built at start-up, after routes exist: look the receiver up per request.
@@ -98,15 +150,30 @@ def create_app(
         routes=[
             Route("/healthz", healthz),
             Route("/", index),
+            Route("/login", login_form, methods=["GET"]),
+            Route("/login", login, methods=["POST"]),
             WebSocketRoute("/ws", chat_socket),
             # POST /telegram/webhook, /slack/events, /zalo/webhook: whichever channel claims it.
             Route("/{path:path}", webhook, methods=["POST"]),
         ],
+        middleware=[Middleware(BodyLimit, max_bytes=config.server.max_body_bytes)],
         lifespan=lifespan,
     )
 
 
-async def _serve_chat(loopgate: Loopgate, ws: WebSocket) -> None:
+def _log_web_access(access: WebAccess, host: str) -> None:
+    if access is WebAccess.DISABLED:
+        log.warning(
+            "web.disabled",
+            reason=f"server.host {host} is not a loopback address and web.token is not set",
+            fix="set web.token (e.g. ${LOOPGATE_WEB_TOKEN}) to require it, "
+            "or web.public: true to allow anonymous use",
+        )
+    elif access is WebAccess.PUBLIC:
+        log.warning("web.public", host=host, note="anyone who reaches / can run the agent")
+
+
+async def _serve_chat(loopgate: Loopgate, ws: WebSocket, *, max_bytes: int) -> None:
     """One browser tab: its messages go in through the web channel, events and replies come out.
 
     The browser keeps a random user id in localStorage, so a reload continues the conversation.
@@ -133,6 +200,11 @@ async def _serve_chat(loopgate: Loopgate, ws: WebSocket) -> None:
     try:
         while True:
             raw = await ws.receive_text()
+            if len(raw) > max_bytes // 4 and len(raw.encode()) > max_bytes:
+                log.warning("web.message_too_large", user=user, limit=max_bytes)
+                await send({"type": "error", "error": f"message larger than {max_bytes} bytes"})
+                await ws.close(code=1009)
+                return
             text_in = _parse_client_message(raw)
             if text_in is None:
                 await send({"type": "error", "error": 'expected {"type": "message", "text": ...}'})

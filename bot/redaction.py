@@ -1,0 +1,98 @@
+"""No secret in any log line: configured secrets are masked in everything logged.
+
+Libraries log what they see: python-telegram-bot and httpx put the bot token in the URLs they
+log, uvicorn logs request lines with ``?token=``. Instead of trusting each of them, every
+rendered structlog line and every stdlib log record goes through :func:`redact`, which masks
+each secret the configuration holds (tokens, signing and webhook secrets, API keys,
+``web.token``, the database password) and any ``token=`` query value.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from bot.config import Config
+
+MASK = "***"
+MIN_SECRET_CHARS = 6  # shorter values would mask ordinary words
+_QUERY_TOKEN = re.compile(r"(?i)([?&](?:token|access_token)=)[^&\s\"']+")
+
+
+class _Secrets:
+    def __init__(self) -> None:
+        self.values: set[str] = set()
+        self.pattern: re.Pattern[str] | None = None
+
+    def add(self, values: Iterable[str]) -> None:
+        fresh = {v for v in values if len(v) >= MIN_SECRET_CHARS} - self.values
+        if not fresh:
+            return
+        self.values |= fresh
+        # Longest first, so a secret containing another is masked whole.
+        alternatives = sorted(self.values, key=len, reverse=True)
+        self.pattern = re.compile("|".join(re.escape(v) for v in alternatives))
+
+
+_SECRETS = _Secrets()
+
+
+def redact(text: str) -> str:
+    if _SECRETS.pattern is not None:
+        text = _SECRETS.pattern.sub(MASK, text)
+    return _QUERY_TOKEN.sub(rf"\g<1>{MASK}", text)
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Mask these values from now on, in this process (registration only ever adds)."""
+    _SECRETS.add(values)
+
+
+def secrets_of(config: Config) -> list[str]:
+    channels = config.channels
+    values = [
+        channels.telegram.token,
+        channels.telegram.webhook_secret,
+        channels.slack.bot_token,
+        channels.slack.app_token,
+        channels.slack.signing_secret,
+        channels.zalo.token,
+        channels.zalo.webhook_secret,
+        config.web.token,
+        *(provider.api_key for provider in config.providers.all().values()),
+    ]
+    try:
+        password = make_url(config.database.url).password
+    except Exception:  # an unparsable URL fails at open, with its own redacted message
+        password = None
+    if password:
+        values.append(str(password))
+    return [v for v in values if v]
+
+
+def redact_rendered(_: Any, __: str, rendered: Any) -> Any:
+    """The last structlog processor: masks the rendered line."""
+    if isinstance(rendered, str):
+        return redact(rendered)
+    if isinstance(rendered, bytes):
+        return redact(rendered.decode("utf-8", errors="replace")).encode()
+    return rendered
+
+
+class RedactingFilter(logging.Filter):
+    """For stdlib handlers: the record's final message, masked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and record.exc_text is None and record.exc_info[1] is not None:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
