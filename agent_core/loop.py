@@ -369,6 +369,8 @@ class Loop:
             user_id=request.user_id,
             agent_id=self.settings.id,
             run_id=request.run_id,
+            max_file_bytes=self.settings.max_file_bytes,
+            workspace_max_bytes=self.settings.workspace_max_bytes,
         )
 
         async def before(call: ToolCall) -> None:

@@ -27,7 +27,7 @@ import structlog
 from agent_core.errors import ToolError
 from agent_core.tools.base import Tool, ToolContext
 from agent_core.tools.files import WRITE_FILE
-from agent_core.workspace import WorkspaceEscape, resolve_inside
+from agent_core.workspace import WorkspaceEscape, read_head, resolve_inside
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +41,7 @@ MAX_LIMIT = 20
 HIT_PREVIEW_CHARS = 600
 MAX_GET_CHARS = 20_000
 MAX_MEMORY_FILE_BYTES = 2_000_000  # larger files are not indexed (logged)
+MAX_GET_READ_CHARS = MAX_MEMORY_FILE_BYTES  # memory_get reads no more of a file than this
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -333,8 +334,11 @@ def memory_tools(index: MemoryIndex) -> tuple[Tool, Tool, Tool]:
             )
         if not target.is_file():
             raise ToolError("memory_get", f"no such memory file: {relative}")
-        text = await asyncio.to_thread(target.read_text, encoding="utf-8", errors="replace")
-        lines = text.splitlines()
+        try:
+            head = await asyncio.to_thread(read_head, target, MAX_GET_READ_CHARS)
+        except OSError as exc:  # e.g. a link swapped in since the check (O_NOFOLLOW)
+            raise ToolError("memory_get", f"access denied: {relative}: {exc.strerror}") from exc
+        lines = head.text.splitlines()
         start, end = 0, len(lines)
         section = args.get("section")
         if isinstance(section, str) and section.strip():
@@ -353,6 +357,11 @@ def memory_tools(index: MemoryIndex) -> tuple[Tool, Tool, Tool]:
         body = "\n".join(lines[start:end])
         if len(body) > MAX_GET_CHARS:
             body = body[:MAX_GET_CHARS] + f"\n[truncated: {len(body)} characters]"
+        if head.truncated:
+            body += (
+                f"\n[the file has {head.size} bytes; only its first {MAX_GET_READ_CHARS} "
+                "characters were read]"
+            )
         return f"{relative}:{start + 1}-{max(end, start + 1)}\n{body}"
 
     async def write(args: dict[str, Any], ctx: ToolContext) -> str:

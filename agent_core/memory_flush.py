@@ -77,6 +77,8 @@ async def run_memory_flush(
         user_id=request.user_id,
         agent_id=settings.id,
         run_id=f"flush-{uuid.uuid4().hex[:12]}",
+        max_file_bytes=settings.max_file_bytes,
+        workspace_max_bytes=settings.workspace_max_bytes,
     )
     try:
         async with asyncio.timeout(flush.timeout):

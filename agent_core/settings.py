@@ -12,6 +12,8 @@ HISTORY_LIMIT_TURNS = 50
 MAX_TOOL_CALLS = 100
 MAX_PARALLEL_TOOLS = 4
 CONTEXT_FILE_MAX_CHARS = 20_000
+MAX_FILE_BYTES = 1 << 20  # 1 MiB: the most one write_file may write
+WORKSPACE_MAX_BYTES = 100 << 20  # 100 MiB: the quota of one user's workspace
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,8 @@ class AgentSettings:
     stream: bool = True
     max_tool_calls: int = MAX_TOOL_CALLS  # tool calls one run may make, over all iterations
     max_parallel_tools: int = MAX_PARALLEL_TOOLS  # pool size for a read-only batch
+    max_file_bytes: int = MAX_FILE_BYTES  # per write_file, in UTF-8 bytes
+    workspace_max_bytes: int = WORKSPACE_MAX_BYTES  # per user workspace (files.py)
     fallback_provider: str | None = None  # name of the provider used when the primary fails
     fallback_model: str | None = None  # model on the fallback provider (default: ``model``)
     agent_type: str = "open"  # "open": per-user files; "predefined": agent-level files

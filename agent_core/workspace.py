@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")
@@ -40,10 +42,72 @@ def resolve_inside(workspace: Path, relative: str) -> Path:
     if "\x00" in relative:
         raise WorkspaceEscape("path contains a NUL byte")
     root = workspace.resolve()
+    # Non-strict resolve() follows every link, dangling ones too: a link to a path outside that
+    # does not exist yet resolves to that outside path and is refused like any other.
     candidate = (root / relative).resolve()
-    if candidate != root and root not in candidate.parents:
+    if not is_inside(root, candidate):
         raise WorkspaceEscape(f"path {relative!r} is outside the workspace")
     return candidate
+
+
+def is_inside(root: Path, path: Path) -> bool:
+    """``path`` is ``root`` or below it (both already resolved)."""
+    return path == root or root in path.parents
+
+
+# A link planted between the check and the open must not be followed: O_NOFOLLOW makes the
+# open fail on a symlink as the last component (the path is resolved, so none is expected).
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class FileHead:
+    text: str  # at most the requested number of characters
+    size: int  # bytes of the whole file
+    truncated: bool  # the file has more than ``text``
+
+
+def read_head(path: Path, max_chars: int) -> FileHead:
+    """The first ``max_chars`` characters of a text file, without reading the rest.
+
+    ``path`` must come from :func:`resolve_inside`; undecodable bytes become U+FFFD.
+    """
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    with open(fd, encoding="utf-8", errors="replace") as f:
+        size = os.fstat(f.fileno()).st_size
+        text = f.read(max_chars + 1)
+    return FileHead(text[:max_chars], size, len(text) > max_chars)
+
+
+def write_bytes_nofollow(path: Path, data: bytes) -> None:
+    """Create or overwrite ``path`` (from :func:`resolve_inside`) without following a link."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o644)
+    with open(fd, "wb") as f:
+        f.write(data)
+
+
+def workspace_size(root: Path) -> int:
+    """Bytes of the regular files under ``root`` (0 if it does not exist yet).
+
+    Symlinks are not followed and count as nothing: a link to a big file elsewhere neither
+    fills the quota nor is a way around it (its target is outside or already counted).
+    """
+    total = 0
+    pending = [root]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(Path(entry.path))
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue  # removed while walking
+        except OSError:
+            continue  # missing or unreadable directory
+    return total
 
 
 AGENTS_DIR = "_agents"  # never a user directory: sanitized user ids can't start with "_"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.providers.base import ToolSpec
+from agent_core.settings import MAX_FILE_BYTES, WORKSPACE_MAX_BYTES
 
 
 class ToolKind(enum.StrEnum):
@@ -29,6 +30,9 @@ class ToolContext:
     user_id: str
     agent_id: str
     run_id: str
+    # Quotas of the agent's settings; write_file enforces them (tools/files.py).
+    max_file_bytes: int = MAX_FILE_BYTES
+    workspace_max_bytes: int = WORKSPACE_MAX_BYTES
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]

@@ -8,9 +8,16 @@ from typing import Any
 
 from agent_core.errors import ToolError
 from agent_core.tools.base import Tool, ToolContext
-from agent_core.workspace import WorkspaceEscape, resolve_inside
+from agent_core.workspace import (
+    WorkspaceEscape,
+    is_inside,
+    read_head,
+    resolve_inside,
+    workspace_size,
+    write_bytes_nofollow,
+)
 
-MAX_READ_CHARS = 100_000
+MAX_READ_CHARS = 100_000  # read_file reads no more of a file than this, however big it is
 MAX_LIST_ENTRIES = 500
 
 
@@ -32,10 +39,16 @@ async def _read_file(args: dict[str, Any], ctx: ToolContext) -> str:
     target = _inside(ctx, "read_file", _path_arg(args, "read_file"))
     if not target.is_file():
         raise ToolError("read_file", f"no such file: {args['path']}")
-    text = await asyncio.to_thread(target.read_text, encoding="utf-8", errors="replace")
-    if len(text) > MAX_READ_CHARS:
-        return text[:MAX_READ_CHARS] + f"\n[truncated: file has {len(text)} characters]"
-    return text
+    try:
+        head = await asyncio.to_thread(read_head, target, MAX_READ_CHARS)
+    except OSError as exc:  # e.g. a link swapped in since the check (O_NOFOLLOW)
+        raise ToolError("read_file", f"access denied: {args['path']}: {exc.strerror}") from exc
+    if head.truncated:
+        return head.text + (
+            f"\n[truncated: showing the first {MAX_READ_CHARS} characters; "
+            f"the file has {head.size} bytes]"
+        )
+    return head.text
 
 
 async def _write_file(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -43,13 +56,43 @@ async def _write_file(args: dict[str, Any], ctx: ToolContext) -> str:
     content = args.get("content")
     if not isinstance(content, str):
         raise ToolError("write_file", "argument 'content' (string) is required")
+    # Lone surrogates (possible in JSON) can't be UTF-8: they become U+FFFD, not a crash.
+    data = content.encode("utf-8", errors="replace")
+    if len(data) > ctx.max_file_bytes:
+        raise ToolError(
+            "write_file",
+            f"content is {len(data)} bytes, over the limit of {ctx.max_file_bytes} bytes per "
+            "file; nothing was written. Write less, or split it over several smaller files.",
+        )
     target = _inside(ctx, "write_file", path)
-    if target == ctx.workspace.resolve():
+    root = ctx.workspace.resolve()
+    if target == root:
         raise ToolError("write_file", "path must name a file, not the workspace itself")
+    if target.is_dir():
+        raise ToolError("write_file", f"{path} is a directory, not a file")
 
     def write() -> None:
+        # The file being overwritten frees its bytes (``target`` is resolved: no link).
+        try:
+            replaced = target.stat().st_size
+        except FileNotFoundError:
+            replaced = 0
+        used = workspace_size(root)
+        after = used - replaced + len(data)
+        if after > ctx.workspace_max_bytes:
+            raise ToolError(
+                "write_file",
+                f"workspace quota exceeded: {used} of {ctx.workspace_max_bytes} bytes are used "
+                f"and this write ({len(data)} bytes) would make it {after}; nothing was "
+                "written. Free space by overwriting files you no longer need with less content.",
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        if not is_inside(root, target.parent.resolve()):  # a link planted since the check
+            raise ToolError("write_file", f"access denied: path {path!r} is outside the workspace")
+        try:
+            write_bytes_nofollow(target, data)
+        except OSError as exc:  # ELOOP: the target became a symlink since the check
+            raise ToolError("write_file", f"could not write {path}: {exc.strerror}") from exc
 
     await asyncio.to_thread(write)
     return f"wrote {len(content)} characters to {path}"
