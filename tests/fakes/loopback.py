@@ -29,7 +29,7 @@ class LoopbackServer:
         app: ASGIApp,
         *,
         name: str,
-        ws: Literal["none", "auto", "websockets"] = "none",
+        ws: Literal["none", "auto", "websockets", "websockets-sansio"] = "none",
         graceful_shutdown: float = 5.0,
     ) -> None:
         self.name = name
