@@ -70,8 +70,11 @@ class WebhookReceiver(Protocol):
     """An adapter that receives platform updates over HTTP on our own server.
 
     The bot's HTTP server routes ``POST {webhook_path}`` to :meth:`handle_webhook`. The adapter
-    verifies the request (secret token, signature), acknowledges at once, and processes the
-    update in the background so a slow run never makes the platform retry.
+    verifies the request (secret token, signature), hands the update to the
+    :data:`InboundHandler` (which only stores it, so the answer stays fast) and answers after
+    it returned: 2xx once the bot has the update, 503 when it raised
+    :class:`~channels.errors.NotAccepted` or the channel stopped receiving, so the platform
+    delivers it again.
     """
 
     webhook_path: str

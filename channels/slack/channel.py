@@ -1,9 +1,15 @@
 """The Slack adapter: slack-bolt's async app behind Socket Mode or the HTTP Events API.
 
 Inbound, bolt verifies (HTTP: v0 signature and 5-minute timestamp window), answers
-``url_verification``, drops our own events and acknowledges at once; our listener only starts a
-task, so Slack gets its ack well within 3 s whatever the run does. The task dedupes and
-normalizes (:mod:`channels.slack.inbound`: sessions per thread, routing of ``/stop``).
+``url_verification`` and drops our own events. A ``message`` / ``app_mention`` event is deduped,
+normalized (:mod:`channels.slack.inbound`: sessions per thread, routing of ``/stop``) and handed
+to the bot *before* bolt acknowledges it (``process_before_response``): the handler only stores
+the message, so Slack still gets its ack well within 3 s, and an event is never acknowledged
+unless the bot has it. When the bot does not take it (:class:`~channels.errors.NotAccepted`) the
+listener returns a 503: over HTTP that is the answer, and Slack retries; in Socket Mode bolt's
+``send_async_response`` sends nothing for a non-200, so the envelope stays unacknowledged and
+Slack delivers it again. Either way the dedupe records of the event are forgotten, so the
+redelivery is not skipped. Slash commands are acknowledged first (they carry no message to keep).
 
 Outbound, posts are paced per channel (token bucket), 429 ``Retry-After`` is waited out by
 slack_sdk's retry handler (the post was refused, so a retry can't duplicate it). A 5xx or a
@@ -28,6 +34,7 @@ from slack_bolt.adapter.socket_mode.async_internals import (
     send_async_response,
 )
 from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.socket_mode.request import SocketModeRequest
@@ -35,7 +42,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from channels.errors import ChannelError, Forbidden
+from channels.errors import ChannelError, Forbidden, NotAccepted
+from channels.intake import Intake
 from channels.protocol import InboundHandler, SeenStore
 from channels.slack.errors import (
     FATAL_AUTH_ERRORS,
@@ -127,6 +135,7 @@ class SlackChannel:
         self.socket: FailFastSocketModeClient | None = None
         self._handler: InboundHandler | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._intake = Intake()
         self.inbound = InboundNormalizer(
             self.client, seen, name=self.name, reply_in_thread=settings.reply_in_thread
         )
@@ -149,7 +158,8 @@ class SlackChannel:
             client=self.client,
             signing_secret=self.settings.signing_secret,
             request_verification_enabled=http,
-            process_before_response=False,
+            # Listeners run before the ack is sent, so an event is acked only once stored.
+            process_before_response=True,
             ignoring_self_events_enabled=True,
         )
         app.event("message")(self._on_message_event)
@@ -216,11 +226,20 @@ class SlackChannel:
             raise ChannelError(f"slack apps.connections.open: {code}") from exc
         self._spawn(socket.open(), name="slack:socket-connect")
 
-    async def stop(self) -> None:
-        self._handler = None
+    async def stop_receiving(self) -> None:
+        """Refuse new events (HTTP: 503; Socket Mode: not acked, so Slack delivers them again),
+        let those being handed over finish and be acked, then close the socket. Sending keeps
+        working: it is the Web API, not the socket."""
+        busy = await self._intake.close()
+        if busy:
+            log.warning("slack.events_unfinished", count=busy)
         if self.socket is not None:
             socket, self.socket = self.socket, None
             await socket.aclose()
+
+    async def stop(self) -> None:
+        await self.stop_receiving()
+        self._handler = None
         self.status.close()
         tasks = list(self._tasks)
         for task in tasks:
@@ -239,8 +258,9 @@ class SlackChannel:
     # -- transports --------------------------------------------------------------------------
 
     async def handle_webhook(self, request: Request) -> Response:
-        """``POST /slack/events``: bolt verifies and acks; the work runs in a task."""
-        if self.settings.mode != "http" or self._handler is None:
+        """``POST /slack/events``: bolt verifies, our listener hands the event over, then bolt
+        answers (200, or 503 when the bot did not take it)."""
+        if self.settings.mode != "http" or self._handler is None or not self._intake.open:
             return JSONResponse({"error": "slack http mode is not running"}, 503)
         body = await request.body()
         bolt_request = AsyncBoltRequest(
@@ -254,7 +274,8 @@ class SlackChannel:
                 retry=retry,
                 reason=request.headers.get("x-slack-retry-reason", ""),
             )
-        response = await self.app.async_dispatch(bolt_request)
+        with self._intake.handing_over():
+            response = await self.app.async_dispatch(bolt_request)
         return Response(
             content=response.body,
             status_code=response.status,
@@ -264,17 +285,27 @@ class SlackChannel:
     async def _on_socket_request(
         self, client: FailFastSocketModeClient, req: SocketModeRequest
     ) -> None:
+        if not self._intake.open:
+            # Not acknowledged: Slack delivers the envelope again, to the next process.
+            log.info("slack.envelope_refused", envelope_id=req.envelope_id, reason="stopping")
+            return
         started = time.time()
-        response = await run_async_bolt_app(self.app, req)
-        await send_async_response(client, req, response, started)
+        with self._intake.handing_over():
+            response = await run_async_bolt_app(self.app, req)
+            # Sends the ack for a 200 only: a 503 (not accepted) leaves the envelope unacked.
+            await send_async_response(client, req, response, started)
 
-    # -- bolt listeners: return at once, the work happens in a task ----------------------------
+    # -- bolt listeners: events are handed over before the ack, commands after ---------------
 
-    async def _on_message_event(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        self._spawn(self._process(event, body, mention=False), name="slack:event")
+    async def _on_message_event(
+        self, body: dict[str, Any], event: dict[str, Any]
+    ) -> BoltResponse | None:
+        return await self._accept(event, body, mention=False)
 
-    async def _on_mention_event(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        self._spawn(self._process(event, body, mention=True), name="slack:event")
+    async def _on_mention_event(
+        self, body: dict[str, Any], event: dict[str, Any]
+    ) -> BoltResponse | None:
+        return await self._accept(event, body, mention=True)
 
     async def _on_ignored_event(self, event: dict[str, Any]) -> None:
         log.debug("slack.event_ignored", type=event.get("type"))
@@ -285,12 +316,38 @@ class SlackChannel:
 
     # -- inbound -----------------------------------------------------------------------------
 
+    async def _accept(
+        self, event: dict[str, Any], body: dict[str, Any], *, mention: bool
+    ) -> BoltResponse | None:
+        """Hand the event over; a 503 for bolt to answer when the bot did not take it."""
+        try:
+            await self._process(event, body, mention=mention)
+        except NotAccepted as exc:
+            log.info("slack.not_accepted", event_id=body.get("event_id"), error=str(exc))
+            return BoltResponse(status=503, body="")
+        return None  # bolt acks with its default 200
+
     async def _process(self, event: dict[str, Any], body: dict[str, Any], *, mention: bool) -> None:
+        """Raises only :class:`NotAccepted`; any other failure is logged and the event acked, so
+        a bad event can't be redelivered forever."""
         try:
             msg = await self.inbound.event(event, body, mention=mention)
-            if msg is not None and self._handler is not None:
-                await self._handler(msg)
-        except asyncio.CancelledError:
+        except NotAccepted:
+            raise
+        except Exception:
+            log.exception("slack.event_failed", event_id=body.get("event_id"))
+            return
+        if msg is None:
+            return
+        handler = self._handler
+        try:
+            if handler is None:
+                raise NotAccepted("slack: not receiving")
+            await handler(msg)
+        except (NotAccepted, asyncio.CancelledError):
+            # Cancelled: whether the bot stored it is unknown. If it did, its own dedupe key
+            # catches the redelivery; ours must not hide it if it did not.
+            await self.inbound.forget(msg)
             raise
         except Exception:
             log.exception("slack.event_failed", event_id=body.get("event_id"))

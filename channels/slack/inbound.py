@@ -2,6 +2,8 @@
 
 Dedupe: on ``event_id`` (Slack retries) and on ``channel:ts`` (the ``message`` + ``app_mention``
 pair of one post), in memory and through the persistent :class:`~channels.protocol.SeenStore`.
+A message the bot did not take is forgotten again (:meth:`InboundNormalizer.forget`), so Slack's
+redelivery of it counts.
 
 Sessions: a DM is one conversation; in a channel each thread is its own session
 (``ChatRef.thread_id`` = ``thread_ts``), and with ``reply_in_thread`` a top-level mention opens a
@@ -12,13 +14,15 @@ needs no mention; whether it does is remembered, or learnt from the thread itsel
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.errors import ChannelError
+from channels.errors import ChannelError, NotAccepted
+from channels.intake import first_sight, forget_seen
 from channels.protocol import SeenStore
 from channels.slack.errors import translate_slack_errors
 from channels.slack.normalize import (
@@ -37,6 +41,8 @@ log = structlog.get_logger(__name__)
 COMMANDS = ("/stop", "/stopall")
 THREAD_FETCH_LIMIT = 50
 THREAD_CONTEXT_CHARS = 500
+THREAD_FETCH_TIMEOUT = 1.5
+"""Seconds the thread lookup may take: it runs before the event is acked, within Slack's 3 s."""
 
 
 class InboundNormalizer:
@@ -83,9 +89,15 @@ class InboundNormalizer:
         if repeated_event or self._recent.seen(f"post:{post_key}"):
             log.info("slack.duplicate", event_id=event_id, post=post_key)
             return None
-        if event_id and await self.seen.seen(f"{self.name}:event:{event_id}"):
-            log.info("slack.duplicate_event", event_id=event_id)
-            return None
+        if event_id:
+            try:
+                first = await first_sight(self.seen, self._event_key(event_id), channel=self.name)
+            except NotAccepted:
+                self._forget_recent(event_id, post_key)
+                raise
+            if not first:
+                log.info("slack.duplicate_event", event_id=event_id)
+                return None
 
         chat_type = chat_type_of(event, channel_id)
         raw_text = str(event.get("text") or "")
@@ -134,6 +146,21 @@ class InboundNormalizer:
             },
         )
 
+    async def forget(self, msg: InboundMessage) -> None:
+        """Undo the dedupe records of a message the bot did not take: its redelivery counts."""
+        event_id = msg.metadata.get("event_id", "")
+        self._forget_recent(event_id, f"{msg.chat.chat_id}:{msg.message_id}")
+        if event_id:
+            await forget_seen(self.seen, self._event_key(event_id), channel=self.name)
+
+    def _forget_recent(self, event_id: str, post_key: str) -> None:
+        self._recent.forget(f"post:{post_key}")
+        if event_id:
+            self._recent.forget(f"event:{event_id}")
+
+    def _event_key(self, event_id: str) -> str:
+        return f"{self.name}:event:{event_id}"
+
     def command(self, command: dict[str, Any]) -> InboundMessage | None:
         """The ``/stop`` and ``/stopall`` slash commands, as plain messages; None if malformed."""
         channel_id = str(command.get("channel_id") or "")
@@ -158,12 +185,13 @@ class InboundNormalizer:
         """The thread parent's text, and whether the bot takes part in the thread."""
         known = (channel_id, thread_ts) in self._threads
         try:
-            with translate_slack_errors("conversations.replies"):
-                replies = await self.client.conversations_replies(
-                    channel=channel_id, ts=thread_ts, limit=THREAD_FETCH_LIMIT
-                )
-        except ChannelError as exc:
-            log.info("slack.thread_fetch_failed", channel=channel_id, error=str(exc))
+            async with asyncio.timeout(THREAD_FETCH_TIMEOUT):
+                with translate_slack_errors("conversations.replies"):
+                    replies = await self.client.conversations_replies(
+                        channel=channel_id, ts=thread_ts, limit=THREAD_FETCH_LIMIT
+                    )
+        except (ChannelError, TimeoutError) as exc:
+            log.info("slack.thread_fetch_failed", channel=channel_id, error=str(exc) or repr(exc))
             return None, known
         messages = [m for m in replies.get("messages") or [] if isinstance(m, dict)]
         parent = next((m for m in messages if m.get("ts") == thread_ts), None)

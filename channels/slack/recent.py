@@ -44,3 +44,6 @@ class RecentKeys:
         if len(self._keys) > self.limit:
             self._keys.popitem(last=False)
         return False
+
+    def forget(self, key: str) -> None:
+        self._keys.pop(key, None)

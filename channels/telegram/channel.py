@@ -14,6 +14,11 @@ Sending (``send_text``) is where Telegram's rules live:
 - "message is too long" (Telegram counts UTF-16 units, we count characters): re-split smaller;
 - a group that became a supergroup: the new chat id is remembered and the send repeated there;
 - 403 (blocked by the user, kicked): logged and raised, never retried.
+
+Receiving acknowledges Telegram only once the bot's handler has stored the message: the poller
+persists and confirms an offset only past updates handed over, the webhook answers after the
+handler returned. An update the bot did not take (:class:`~channels.errors.NotAccepted`) stays
+unconfirmed (poller) or gets a 503 (webhook), so Telegram delivers it again.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -36,7 +41,8 @@ from telegram import Bot, BotCommand, Message, ReactionTypeEmoji, ReplyParameter
 from telegram.constants import ParseMode
 from telegram.request import HTTPXRequest
 
-from channels.errors import BadRequest, ChannelError, Forbidden, RetryAfter
+from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
+from channels.intake import CLOSE_GRACE, Intake, first_sight, forget_seen
 from channels.protocol import InboundHandler, SeenStore, StateStore
 from channels.telegram.errors import (
     ChatMigrated,
@@ -121,7 +127,10 @@ class TelegramChannel:
         self.me: BotIdentity | None = None
         self._handler: InboundHandler | None = None
         self._poller: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._offset: int | None = None
+        self._polling = False
+        self._handing_over = False  # the poller is handing a fetched batch to the bot
+        self._intake = Intake()
         self._migrated: dict[str, str] = {}
         self._admins: dict[str, tuple[float, frozenset[str]]] = {}
         self._initialized = False
@@ -146,32 +155,61 @@ class TelegramChannel:
         self._handler = on_message
         await self._register_commands()
         allowed = list(self.options.allowed_updates)
-        with translate_telegram_errors():
-            if self.options.mode == "webhook":
+        if self.options.mode == "webhook":
+            with translate_telegram_errors():
                 await self.bot.set_webhook(
                     self.options.webhook_url,
                     secret_token=self.options.webhook_secret,
                     allowed_updates=allowed,
                 )
-            else:
-                # getUpdates is refused while a webhook is set.
-                await self.bot.delete_webhook(drop_pending_updates=False)
         if self.options.mode == "polling":
+            await self._leave_webhook()
+            self._polling = True
             self._poller = asyncio.create_task(self._poll(), name="telegram:poll")
         log.info("telegram.started", mode=self.options.mode, bot=self.me.username)
 
-    async def stop(self) -> None:
-        self._handler = None
+    async def _leave_webhook(self) -> None:
+        # getUpdates is refused while a webhook is set.
+        try:
+            with translate_telegram_errors():
+                await self.bot.delete_webhook(drop_pending_updates=False)
+        except BadRequest as exc:
+            # An odd refusal must not keep the channel from ever serving (retrying won't change
+            # the answer). If a webhook really is still set, getUpdates says so (409 Conflict)
+            # and the poller logs it on every attempt.
+            log.warning("telegram.delete_webhook_failed", error=str(exc))
+
+    async def stop_receiving(self) -> None:
+        """Stop polling (or refuse webhooks with 503); sending keeps working.
+
+        A poller waiting in a long poll or a back-off is cancelled: nothing it fetched is pending,
+        and an answer the cancelled getUpdates was about to read stays unconfirmed, so Telegram
+        delivers it again. A poller handing a fetched batch over is let finish it (a few database
+        inserts), as the protocol promises; only one that overruns the grace is cancelled, and
+        its unconfirmed updates come again too.
+        """
+        self._polling = False
         poller, self._poller = self._poller, None
         if poller is not None:
-            poller.cancel()
-            with suppress(asyncio.CancelledError):
+            if not self._handing_over:
+                poller.cancel()
+            done, _ = await asyncio.wait({poller}, timeout=CLOSE_GRACE)
+            if not done:
+                log.warning("telegram.poller_overran", grace=CLOSE_GRACE)
+                poller.cancel()
+            try:
                 await poller
-        if self._tasks:
-            # Updates already acknowledged are handed over (they only enqueue work).
-            await asyncio.wait(list(self._tasks), timeout=5.0)
-        for task in list(self._tasks):
-            task.cancel()
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("telegram.poller_failed")
+        busy = await self._intake.close()
+        if busy:
+            log.warning("telegram.webhooks_unfinished", count=busy)
+
+    async def stop(self) -> None:
+        await self.stop_receiving()
+        self._handler = None
         if self._initialized:
             self._initialized = False
             with suppress(Exception):
@@ -191,68 +229,111 @@ class TelegramChannel:
     # -- receiving -------------------------------------------------------------------------
 
     async def _poll(self) -> None:
-        stored = await self._state.get(self.name, OFFSET_KEY)
-        offset = int(stored) if stored else None
+        self._offset = await self._stored_offset()
         delay = self.options.retry_backoff
-        while True:
+        while self._polling:
             try:
                 with translate_telegram_errors():
                     updates = await self.bot.get_updates(
-                        offset=offset,
+                        offset=self._offset,
                         timeout=self.options.polling_timeout,
                         allowed_updates=list(self.options.allowed_updates),
                     )
             except RetryAfter as exc:
                 await asyncio.sleep(exc.retry_after)
                 continue
-            except ChannelError as exc:
-                log.warning("telegram.poll_failed", error=str(exc), retry_in=delay)
+            except Exception as exc:
+                # Whatever it is, the poller lives on: a dead poller is a bot deaf until restart.
+                error = str(exc) if isinstance(exc, ChannelError) else repr(exc)
+                log.warning("telegram.poll_failed", error=error, retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
+            self._handing_over = True
+            try:
+                await self._hand_over(updates)
+            except NotAccepted as exc:
+                if not self._polling:
+                    return
+                # The offset stays before the refused update: the next getUpdates fetches it
+                # (and those after it) again, in order.
+                log.warning("telegram.not_accepted", error=str(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            finally:
+                self._handing_over = False
             delay = self.options.retry_backoff
-            for update in updates:
-                await self._process(update)
-                offset = update.update_id + 1
-                # Persisted per update: a restart resumes after the last handled one.
-                await self._state.set(self.name, OFFSET_KEY, str(offset))
+
+    async def _stored_offset(self) -> int | None:
+        try:
+            stored = await self._state.get(self.name, OFFSET_KEY)
+        except Exception as exc:
+            # Telegram itself remembers what was confirmed: without our copy, getUpdates starts
+            # at the earliest unconfirmed update, which is where we would start anyway.
+            log.warning("telegram.offset_unreadable", error=repr(exc))
+            return None
+        return int(stored) if stored else None
+
+    async def _hand_over(self, updates: Sequence[Update]) -> None:
+        """Hand ``updates`` to the bot in order; stops at the first one it does not take."""
+        for update in updates:
+            await self._process(update)
+            self._offset = update.update_id + 1
+            try:
+                # Persisted per update: a restart resumes after the last one handed over.
+                await self._state.set(self.name, OFFSET_KEY, str(self._offset))
+            except Exception as exc:
+                # The bot has the update; the next getUpdates confirms it all the same.
+                log.warning("telegram.offset_not_saved", offset=self._offset, error=repr(exc))
 
     async def handle_webhook(self, request: Request) -> Response:
-        """Check the secret, acknowledge at once, process the update in the background."""
+        """Check the secret, hand the update over, then answer: 200 once the bot has it, 503
+        when it did not take it (Telegram delivers it again later)."""
         given = request.headers.get(SECRET_HEADER, "")
         if not secrets.compare_digest(given.encode(), self.options.webhook_secret.encode()):
             log.warning("telegram.webhook_rejected", reason="bad_secret")
             return JSONResponse({"ok": False, "error": "unauthorized"}, status_code=401)
-        if self._handler is None:
-            return JSONResponse({"ok": False, "error": "not started"}, status_code=503)
+        if self._handler is None or not self._intake.open:
+            return JSONResponse({"ok": False, "error": "not receiving"}, status_code=503)
         try:
             data = json.loads(await request.body())
             if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
                 raise ValueError("no update_id")
         except ValueError:
             return JSONResponse({"ok": False, "error": "not a Telegram update"}, status_code=400)
-        task = asyncio.create_task(self._process_raw(data), name=f"telegram:{data['update_id']}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        with self._intake.handing_over():
+            try:
+                await self._process_raw(data)
+            except NotAccepted as exc:
+                log.info("telegram.not_accepted", update_id=data["update_id"], error=str(exc))
+                return JSONResponse({"ok": False, "error": "not accepted"}, status_code=503)
         return JSONResponse({"ok": True})
 
     async def _process_raw(self, data: dict[str, object]) -> None:
         try:
             update = Update.de_json(data, self.bot)
         except Exception as exc:
+            # Acknowledged all the same: the same bytes would fail again on every redelivery.
             log.warning("telegram.bad_update", error=str(exc))
             return
         await self._process(update)
 
     async def _process(self, update: Update) -> None:
-        """Normalize and hand over one update; never raises (one bad update can't stop intake)."""
+        """Normalize and hand over one update.
+
+        Raises only :class:`NotAccepted` (the bot did not take it: don't acknowledge); any other
+        failure is logged and the update counts as handled, so one bad update can't be
+        redelivered forever or stop intake.
+        """
         handler, me = self._handler, self.me
         if handler is None or me is None:
+            raise NotAccepted("telegram: not receiving")
+        key = f"{self.name}:update:{update.update_id}"
+        if not await first_sight(self._seen, key, channel=self.name):
+            log.info("inbound.skipped", channel=self.name, reason="duplicate_update")
             return
         try:
-            if await self._seen.seen(f"{self.name}:update:{update.update_id}"):
-                log.info("inbound.skipped", channel=self.name, reason="duplicate_update")
-                return
             result = normalize_update(
                 update,
                 me,
@@ -267,7 +348,10 @@ class TelegramChannel:
                 )
                 return
             await handler(result)
-        except asyncio.CancelledError:
+        except (NotAccepted, asyncio.CancelledError):
+            # Cancelled: whether the bot stored it is unknown. If it did, its own dedupe key
+            # catches the redelivery; ours must not hide it if it did not.
+            await forget_seen(self._seen, key, channel=self.name)
             raise
         except Exception:
             log.exception("telegram.update_failed", update_id=update.update_id)

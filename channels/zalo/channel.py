@@ -5,6 +5,11 @@ says so and the pipeline adapts (reaction calls are no-ops here, ``reply_to`` is
 Both transports feed one path, :meth:`ZaloChannel._dispatch`: skip what is not a user message,
 drop what was already seen (persistent, so a restart or a webhook redelivery is not a replay),
 normalize, hand to the bot.
+
+Zalo is acknowledged only once the bot has the message. A webhook answers after the handler
+returned, 503 when it did not take the message (:class:`~channels.errors.NotAccepted`), so Zalo
+delivers it again. ``getUpdates`` has no offset: an update is Zalo's no more once fetched, so the
+poller keeps offering it to the bot until the bot takes it.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -24,11 +29,17 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from channels.errors import ChannelError, RetryAfter
+from channels.errors import ChannelError, NotAccepted, RetryAfter
+from channels.intake import Intake, first_sight, forget_seen
 from channels.protocol import InboundHandler, SeenStore
 from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
 from channels.zalo.client import ZaloBotClient
-from channels.zalo.errors import ZaloPollIdle, ZaloTokenInvalid
+from channels.zalo.errors import (
+    ZaloNetworkError,
+    ZaloPollIdle,
+    ZaloServerError,
+    ZaloTokenInvalid,
+)
 from channels.zalo.types import BotInfo, ZaloEvent, ZaloMessage, ZaloUpdate, parse_updates
 
 log = structlog.get_logger(__name__)
@@ -55,6 +66,13 @@ class ZaloSettings:
     ``addressed_only``: Zalo delivers only messages addressed to the bot, so each one counts."""
     mention_names: tuple[str, ...] = ()
     """Names that address the bot as ``@name`` in groups, besides those ``getMe`` returns."""
+    handover_grace: float = 10.0
+    """Seconds ``stop_receiving`` keeps offering fetched updates the bot does not take; what is
+    left after that is lost (Zalo can't deliver it again) and logged as ``zalo.updates_lost``."""
+
+
+# Failures worth retrying a set-up call for: the platform (or our token) may come right.
+_RETRYABLE = (RetryAfter, ZaloTokenInvalid, ZaloServerError, ZaloNetworkError)
 
 
 class ZaloChannel:
@@ -70,23 +88,46 @@ class ZaloChannel:
         self.bot: BotInfo | None = None
         self._handler: InboundHandler | None = None
         self._runner: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._receiving = False
+        self._handing_over = False  # the poller holds fetched updates not yet handed over
+        self._intake = Intake()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self, on_message: InboundHandler) -> None:
         self._handler = on_message
+        self._receiving = True
         # Network set-up runs in the background: a Zalo outage must not stop the other channels.
         self._runner = asyncio.create_task(self._run(), name="zalo:runner")
 
+    async def stop_receiving(self) -> None:
+        """Stop polling (webhooks answer 503 from now on); sending keeps working.
+
+        A poll in flight is cancelled, but a batch already fetched is handed over first: Zalo
+        can't deliver it again. (Cancelling a long poll whose answer is already on the wire
+        could lose that answer; the window is one network transit, and no other way ends a
+        30-second long poll within a shutdown's grace.)
+        """
+        self._receiving = False
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            if not self._handing_over:
+                runner.cancel()
+            done, _ = await asyncio.wait({runner}, timeout=self.settings.handover_grace)
+            if not done:
+                runner.cancel()  # the hand-over logs what it gives up
+            try:
+                await runner
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("zalo.runner_failed")
+        busy = await self._intake.close()
+        if busy:
+            log.warning("zalo.webhooks_unfinished", count=busy)
+
     async def stop(self) -> None:
-        tasks = [t for t in (self._runner, *self._tasks) if t is not None]
-        self._runner = None
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with suppress(asyncio.CancelledError):
-                await task
+        await self.stop_receiving()
         self._handler = None
         await self.client.aclose()
 
@@ -121,18 +162,25 @@ class ZaloChannel:
             await self.client.delete_webhook()
 
     async def _until_done(self, what: str, step: Callable[[], Awaitable[None]]) -> None:
+        """Run a set-up step, retrying while that can help (network, 5xx, 429, a token someone
+        may fix). Any other failure is logged and the channel goes on: an answer we did not
+        expect must not keep it from ever serving, and getUpdates reports a real conflict."""
         failures = 0
         while True:
             try:
                 await step()
                 return
-            except Exception as exc:
+            except _RETRYABLE as exc:
                 await self._back_off(what, exc, failures)
                 failures += 1
+            except Exception as exc:
+                error = str(exc) if isinstance(exc, ChannelError) else repr(exc)
+                log.warning("zalo.setup_step_skipped", method=what, error=error)
+                return
 
     async def _poll_forever(self) -> None:
         failures = 0
-        while True:
+        while self._receiving:
             try:
                 updates = await self.client.get_updates(self.settings.poll_timeout)
             except ZaloPollIdle:
@@ -143,8 +191,38 @@ class ZaloChannel:
                 failures += 1
                 continue
             failures = 0
-            for update in updates:
-                await self._dispatch(update)
+            self._handing_over = True
+            try:
+                await self._hand_over(updates)
+            finally:
+                self._handing_over = False
+
+    async def _hand_over(self, updates: Sequence[ZaloUpdate]) -> None:
+        """Offer each update until the bot takes it, in order: Zalo won't deliver it again."""
+        pending = deque(updates)
+        failures = 0
+        try:
+            while pending:
+                try:
+                    await self._dispatch(pending[0])
+                except NotAccepted as exc:
+                    delay = self.backoff_delay(failures)
+                    failures += 1
+                    log.warning(
+                        "zalo.not_accepted", pending=len(pending), error=str(exc), retry_in=delay
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                pending.popleft()
+                failures = 0
+        except asyncio.CancelledError:
+            if pending:
+                log.error(
+                    "zalo.updates_lost",
+                    count=len(pending),
+                    message_ids=[u.message.message_id for u in pending if u.message],
+                )
+            raise
 
     def backoff_delay(self, failures: int) -> float:
         """Doubling delay after consecutive failures, capped (no jitter: one poller per bot)."""
@@ -173,12 +251,16 @@ class ZaloChannel:
     # -- inbound ---------------------------------------------------------------------------
 
     async def handle_webhook(self, request: Request) -> Response:
+        """Verify, hand the update(s) over, then answer: 200 once the bot has them, 503 when it
+        did not take one (Zalo delivers the body again; what was taken is deduped)."""
         if self.settings.mode != "webhook":
             return JSONResponse({"ok": False, "description": "webhook mode is off"}, 404)
         given = request.headers.get(SECRET_HEADER, "")
         if not secrets.compare_digest(given.encode(), self.settings.webhook_secret.encode()):
             log.warning("zalo.webhook_unauthorized", client=request.client and request.client.host)
             return JSONResponse({"ok": False, "description": "unauthorized"}, 401)
+        if self._handler is None or not self._intake.open:
+            return JSONResponse({"ok": False, "description": "not receiving"}, 503)
         body = await request.body()
         if len(body) > MAX_WEBHOOK_BODY:
             return JSONResponse({"ok": False, "description": "body too large"}, 413)
@@ -192,28 +274,44 @@ class ZaloChannel:
             # shape we don't know would only make Zalo redeliver it.
             shape = sorted(data)[:10] if isinstance(data, dict) else type(data).__name__
             log.warning("zalo.webhook_unrecognized", shape=shape)
-        for update in updates:
-            # Acknowledge now, work later: a slow run must never make Zalo redeliver.
-            task = asyncio.create_task(self._dispatch(update), name="zalo:webhook")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        with self._intake.handing_over():
+            for update in updates:
+                try:
+                    await self._dispatch(update)
+                except NotAccepted as exc:
+                    log.info("zalo.not_accepted", event_name=update.event_name, error=str(exc))
+                    return JSONResponse({"ok": False, "description": "not accepted"}, 503)
         return JSONResponse({"ok": True})
 
     async def _dispatch(self, update: ZaloUpdate) -> None:
+        """Dedupe, normalize and hand over one update.
+
+        Raises only :class:`NotAccepted` (the bot did not take it: don't treat it as consumed);
+        any other failure is logged and the update counts as handled.
+        """
         msg = update.message
-        if msg is None or msg.sender.is_bot or self._handler is None:
-            log.info("zalo.event_ignored", event=update.event_name)
+        if msg is None or msg.sender.is_bot:
+            log.info("zalo.event_ignored", event_name=update.event_name)
             return
+        handler = self._handler
+        if handler is None:
+            raise NotAccepted("zalo: not receiving")
         message_id = msg.message_id or _synthetic_id(update)
+        key = f"zalo:event:{msg.chat_id}:{message_id}"
+        if not await first_sight(self.seen, key, channel=self.name):
+            log.info("zalo.duplicate", message_id=message_id)
+            return
         try:
-            if await self.seen.seen(f"zalo:event:{msg.chat_id}:{message_id}"):
-                log.info("zalo.duplicate", message_id=message_id)
-                return
-            await self._handler(self._normalize(update, msg, message_id))
-        except asyncio.CancelledError:
+            await handler(self._normalize(update, msg, message_id))
+        except (NotAccepted, asyncio.CancelledError):
+            # Cancelled: whether the bot stored it is unknown. If it did, its own dedupe key
+            # catches the next delivery; ours must not hide it if it did not.
+            await forget_seen(self.seen, key, channel=self.name)
             raise
         except Exception:
-            log.exception("zalo.dispatch_failed", message_id=message_id, event=update.event_name)
+            log.exception(
+                "zalo.dispatch_failed", message_id=message_id, event_name=update.event_name
+            )
 
     def _normalize(self, update: ZaloUpdate, msg: ZaloMessage, message_id: str) -> InboundMessage:
         group = msg.chat_type == "GROUP"

@@ -1,0 +1,82 @@
+"""Taking updates in: the acknowledgement rules every adapter shares.
+
+A platform considers an update delivered once we acknowledge it (a webhook's 2xx, a confirmed
+offset, a Socket Mode ack), so an adapter acknowledges only after the bot's handler has stored the
+message. When it has not (:class:`~channels.errors.NotAccepted`), whatever the adapter recorded as
+seen is forgotten, or the platform's redelivery would be skipped as a duplicate.
+
+:class:`Intake` is the gate a graceful shutdown closes first (``Channel.stop_receiving``): new
+webhooks get 503 so the platform delivers them again later, while the hand-overs under way finish,
+because their platform is waiting for our answer to consider them delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import structlog
+
+from channels.errors import NotAccepted
+from channels.protocol import SeenStore
+
+log = structlog.get_logger(__name__)
+
+CLOSE_GRACE = 10.0
+"""Seconds :meth:`Intake.close` waits for the hand-overs under way (each is one database insert;
+this only bounds a handler that hangs)."""
+
+
+class Intake:
+    """Whether a channel still takes updates in, and how many hand-overs are under way."""
+
+    def __init__(self) -> None:
+        self.open = True
+        self._busy = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextmanager
+    def handing_over(self) -> Iterator[None]:
+        """Count one update being handed over; :meth:`close` waits for it."""
+        self._busy += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            if self._busy == 0:
+                self._idle.set()
+
+    async def close(self, *, grace: float = CLOSE_GRACE) -> int:
+        """Refuse new updates and wait for those being handed over; returns how many are still
+        unfinished after ``grace`` seconds. Idempotent."""
+        self.open = False
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace)
+        return self._busy
+
+
+async def first_sight(seen: SeenStore, key: str, *, channel: str) -> bool:
+    """Record ``key``; True the first time it is seen.
+
+    A store that can't answer (its database is down) makes the update :class:`NotAccepted`:
+    acknowledging an update we could neither check nor store would lose it.
+    """
+    try:
+        return not await seen.seen(key)
+    except NotAccepted:
+        raise
+    except Exception as exc:
+        log.warning("inbound.seen_store_failed", channel=channel, error=repr(exc))
+        raise NotAccepted(f"{channel}: the dedupe store is unavailable") from exc
+
+
+async def forget_seen(seen: SeenStore, key: str, *, channel: str) -> None:
+    """Undo :func:`first_sight` for an update the bot did not take."""
+    try:
+        await seen.forget(key)
+    except Exception as exc:
+        # The redelivery will look like a duplicate and be skipped: say so where it can be seen.
+        log.error("inbound.forget_failed", channel=channel, key=key, error=repr(exc))
