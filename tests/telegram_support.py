@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -70,8 +69,3 @@ def reactions(tg: FakeTelegram, message_id: int) -> list[str]:
 async def session_keys(app: Loopgate) -> list[str]:
     async with app.db.sessionmaker() as s:
         return list(await s.scalars(select(SessionRow.key)))
-
-
-async def drained(channel: TelegramChannel) -> None:
-    while channel._tasks:
-        await asyncio.wait(list(channel._tasks))

@@ -168,6 +168,11 @@ class FakeSlack:
         """Every later call answers ``token_revoked``."""
         self.revoked = True
 
+    @property
+    def socket_open(self) -> bool:
+        """Whether a Socket Mode client is connected right now."""
+        return self._socket is not None
+
     def calls_of(self, method: str) -> list[ApiCall]:
         return [c for c in self.calls if c.method == method]
 

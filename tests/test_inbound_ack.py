@@ -1,0 +1,212 @@
+"""Issue 11: a platform is acknowledged only once the bot has the message.
+
+Each adapter runs against its fake platform (real client libraries, real HTTP) with a handler the
+test controls (:mod:`tests.inbound_support`). When the handler refuses a message (``NotAccepted``)
+the platform must not consider it delivered: a webhook answers 503, a Telegram poller leaves the
+offset before it, a Zalo poller keeps the update, Socket Mode sends no ack. What the adapter
+recorded as seen is forgotten, so the redelivery is taken, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import pytest
+from structlog.testing import capture_logs
+
+from channels.telegram.channel import OFFSET_KEY, SECRET_HEADER
+from channels.zalo.channel import SECRET_HEADER as ZALO_SECRET_HEADER
+from tests.fakes.slack_events import event_callback, message_event
+from tests.fakes.slack_server import FakeSlack
+from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.zalo_server import FakeZalo, text_event
+from tests.inbound_support import (
+    TELEGRAM_SECRET,
+    ZALO_SECRET,
+    Handler,
+    MemorySeen,
+    MemoryState,
+    pending,
+    running_slack,
+    running_telegram,
+    running_zalo,
+    webhook_client,
+)
+
+
+@pytest.fixture
+async def zalo_server() -> AsyncIterator[FakeZalo]:
+    async with FakeZalo() as server:
+        yield server
+
+
+class TestTelegramPolling:
+    async def test_refused_update_stays_unconfirmed_and_is_taken_on_the_next_fetch(
+        self, tg: FakeTelegram
+    ) -> None:
+        handler, seen, state = Handler(refuse=1), MemorySeen(), MemoryState()
+        async with running_telegram(tg, handler, seen=seen, state=state):
+            first = tg.push(tg.private_message("one"))
+            second = tg.push(tg.private_message("two"))
+            # Fetched again only because its offset was never confirmed (the fake, like
+            # Telegram, drops confirmed updates); "two" waits behind it.
+            await handler.wait_for(lambda: len(handler.taken) == 2)
+            assert handler.refused_texts() == ["one"]
+            assert handler.texts() == ["one", "two"]
+            assert seen.forgotten == [f"telegram:update:{first}"]
+            assert state.values[("telegram", OFFSET_KEY)] == str(second + 1)
+
+
+class TestTelegramWebhook:
+    def update(self, tg: FakeTelegram, text: str) -> dict[str, Any]:
+        return {"update_id": tg.new_update_id(), **tg.private_message(text)}
+
+    async def test_refused_update_gets_503_and_its_redelivery_is_taken_once(
+        self, tg: FakeTelegram
+    ) -> None:
+        handler, seen = Handler(refuse=1), MemorySeen()
+        async with running_telegram(tg, handler, seen=seen, mode="webhook") as channel:
+            update = self.update(tg, "hello")
+            headers = {SECRET_HEADER: TELEGRAM_SECRET}
+            async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:
+                refused = await http.post(channel.webhook_path, json=update, headers=headers)
+                assert refused.status_code == 503
+                assert seen.forgotten == [f"telegram:update:{update['update_id']}"]
+                taken = await http.post(channel.webhook_path, json=update, headers=headers)
+                again = await http.post(channel.webhook_path, json=update, headers=headers)
+        assert (taken.status_code, again.status_code) == (200, 200)
+        assert handler.texts() == ["hello"]  # the second redelivery is a duplicate
+
+    async def test_answers_only_after_the_handler_returned(self, tg: FakeTelegram) -> None:
+        handler = Handler()
+        handler.hold()
+        async with running_telegram(tg, handler, mode="webhook") as channel:
+            headers = {SECRET_HEADER: TELEGRAM_SECRET}
+            async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:
+                post = asyncio.ensure_future(
+                    http.post(channel.webhook_path, json=self.update(tg, "hi"), headers=headers)
+                )
+                await handler.wait_for(lambda: handler.holding == 1)
+                assert await pending(post)
+                handler.release()
+                assert (await post).status_code == 200
+        assert handler.texts() == ["hi"]
+
+    async def test_an_update_that_fails_otherwise_is_acknowledged(self, tg: FakeTelegram) -> None:
+        # Only NotAccepted means "deliver again": a poison update must not come back forever.
+        handler = Handler(error=RuntimeError("bug"))
+        async with running_telegram(tg, handler, mode="webhook") as channel:
+            headers = {SECRET_HEADER: TELEGRAM_SECRET}
+            async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:
+                with capture_logs() as logs:
+                    response = await http.post(
+                        channel.webhook_path, json=self.update(tg, "boom"), headers=headers
+                    )
+        assert response.status_code == 200
+        assert any(e["event"] == "telegram.update_failed" for e in logs)
+
+
+class TestZaloPolling:
+    async def test_refused_update_is_kept_and_offered_again_in_order(
+        self, zalo_server: FakeZalo
+    ) -> None:
+        zalo_server.updates_shape = "list"
+        handler, seen = Handler(refuse=2), MemorySeen()
+        zalo_server.push(text_event("one", chat_id="u1"), text_event("two", chat_id="u1"))
+        async with running_zalo(zalo_server, handler, seen=seen):
+            await handler.wait_for(lambda: len(handler.taken) == 2)
+        # Zalo handed both over in the first getUpdates and can't do it again: the adapter kept
+        # them until the bot took them.
+        assert zalo_server.pending_updates == 0
+        assert handler.refused_texts() == ["one", "one"]
+        assert handler.texts() == ["one", "two"]
+        assert len(seen.forgotten) == 2
+
+
+class TestZaloWebhook:
+    async def test_refused_update_gets_503_and_its_redelivery_is_taken_once(
+        self, zalo_server: FakeZalo
+    ) -> None:
+        handler, seen = Handler(refuse=1), MemorySeen()
+        async with running_zalo(zalo_server, handler, seen=seen, mode="webhook") as channel:
+            payload = text_event("xin chào", chat_id="u1", message_id="m-1")
+            headers = {ZALO_SECRET_HEADER: ZALO_SECRET}
+            async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:
+                refused = await http.post(channel.webhook_path, json=payload, headers=headers)
+                assert refused.status_code == 503
+                assert seen.forgotten == ["zalo:event:u1:m-1"]
+                taken = await http.post(channel.webhook_path, json=payload, headers=headers)
+                again = await http.post(channel.webhook_path, json=payload, headers=headers)
+        assert (taken.status_code, again.status_code) == (200, 200)
+        assert handler.texts() == ["xin chào"]
+
+    async def test_answers_only_after_the_handler_returned(self, zalo_server: FakeZalo) -> None:
+        handler = Handler()
+        handler.hold()
+        async with running_zalo(zalo_server, handler, mode="webhook") as channel:
+            headers = {ZALO_SECRET_HEADER: ZALO_SECRET}
+            payload = text_event("hi", chat_id="u1")
+            async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:
+                post = asyncio.ensure_future(
+                    http.post(channel.webhook_path, json=payload, headers=headers)
+                )
+                await handler.wait_for(lambda: handler.holding == 1)
+                assert await pending(post)
+                handler.release()
+                assert (await post).status_code == 200
+        assert handler.texts() == ["hi"]
+
+
+class TestSlack:
+    async def test_http_refused_event_gets_503_and_slacks_retry_is_taken(
+        self, slack: FakeSlack
+    ) -> None:
+        handler, seen = Handler(refuse=1), MemorySeen()
+        async with running_slack(slack, handler, "http", seen=seen) as (_, sender):
+            payload = event_callback(message_event("hello", channel="D1"), event_id="EvHTTP")
+            refused = await sender.send(payload)
+            assert refused.status_code == 503
+            assert seen.forgotten == ["slack:event:EvHTTP"]
+            retried = await sender.send(payload, retry_num=1)
+            assert retried.status_code == 200
+            again = await sender.send(payload, retry_num=2)
+            assert again.status_code == 200
+        assert handler.texts() == ["hello"]
+
+    async def test_socket_refused_envelope_is_not_acked_and_the_redelivery_is_taken(
+        self, slack: FakeSlack
+    ) -> None:
+        handler, seen = Handler(refuse=1), MemorySeen()
+        async with running_slack(slack, handler, "socket", seen=seen):
+            message = message_event("<@UBOT> hello", channel="C1")
+            payload = event_callback(message, event_id="EvSOCK")
+            refused = await slack.push(payload)
+            await handler.wait_for(lambda: handler.refused)
+            redelivered = await slack.push(payload)  # Slack retries an unacked envelope
+            await slack.wait_for(lambda: redelivered in slack.acks)
+            assert refused not in slack.acks
+        assert handler.texts() == ["hello"]
+        assert seen.forgotten == ["slack:event:EvSOCK"]
+
+    @pytest.mark.parametrize("mode", ["http", "socket"])
+    async def test_event_is_acked_only_after_the_handler_returned(
+        self, slack: FakeSlack, mode: Literal["http", "socket"]
+    ) -> None:
+        handler = Handler()
+        handler.hold()
+        async with running_slack(slack, handler, mode) as (_, sender):
+            payload = event_callback(message_event("hi", channel="D1"))
+            if mode == "http":
+                acked: asyncio.Future[Any] = asyncio.ensure_future(sender.send(payload))
+            else:
+                envelope = await slack.push(payload)
+                acked = asyncio.ensure_future(slack.wait_for(lambda: envelope in slack.acks))
+            await handler.wait_for(lambda: handler.holding == 1)
+            assert await pending(acked)
+            handler.release()
+            result = await acked
+            if mode == "http":
+                assert result.status_code == 200
+        assert handler.texts() == ["hi"]
