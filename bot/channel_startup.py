@@ -16,6 +16,7 @@ import structlog
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
+    retry_if_exception_type,
     retry_if_not_exception_type,
     wait_exponential_jitter,
 )
@@ -94,7 +95,9 @@ class ChannelStarter:
             wait=wait_exponential_jitter(
                 multiplier=self.initial_delay, max=self.max_delay, jitter=self.initial_delay
             ),
-            retry=retry_if_not_exception_type(FATAL_START_ERRORS),
+            # Exception only: a CancelledError (shutdown) inside start() must end the loop.
+            retry=retry_if_exception_type(Exception)
+            & retry_if_not_exception_type(FATAL_START_ERRORS),
             before_sleep=before_sleep,
             reraise=True,
         )
