@@ -37,6 +37,7 @@ from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
@@ -148,6 +149,7 @@ class SlackChannel:
             ttl=settings.status_ttl,
         )
         self._admins: BoundedDict[str, tuple[bool, float]] = BoundedDict()
+        self._signature = SignatureVerifier(settings.signing_secret)
         self.app = self._build_app()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -263,6 +265,10 @@ class SlackChannel:
         if self.settings.mode != "http" or self._handler is None or not self._intake.open:
             return JSONResponse({"error": "slack http mode is not running"}, 503)
         body = await request.body()
+        # Checked before bolt parses the body: an unsigned request costs no parsing.
+        if not self._signature.is_valid_request(body, dict(request.headers)):
+            log.warning("slack.webhook_rejected", reason="bad_signature", size=len(body))
+            return JSONResponse({"error": "invalid signature"}, 401)
         bolt_request = AsyncBoltRequest(
             body=body.decode("utf-8", errors="replace"),
             query=dict(request.query_params),

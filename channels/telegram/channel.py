@@ -296,11 +296,14 @@ class TelegramChannel:
             return JSONResponse({"ok": False, "error": "unauthorized"}, status_code=401)
         if self._handler is None or not self._intake.open:
             return JSONResponse({"ok": False, "error": "not receiving"}, status_code=503)
+        body = await request.body()
         try:
-            data = json.loads(await request.body())
+            data = json.loads(body)
             if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
                 raise ValueError("no update_id")
         except ValueError:
+            # Logged once, without the content: it may be anything, of any size.
+            log.warning("telegram.webhook_malformed", size=len(body))
             return JSONResponse({"ok": False, "error": "not a Telegram update"}, status_code=400)
         with self._intake.handing_over():
             try:

@@ -263,10 +263,12 @@ class ZaloChannel:
             return JSONResponse({"ok": False, "description": "not receiving"}, 503)
         body = await request.body()
         if len(body) > MAX_WEBHOOK_BODY:
+            log.warning("zalo.webhook_too_large", size=len(body), limit=MAX_WEBHOOK_BODY)
             return JSONResponse({"ok": False, "description": "body too large"}, 413)
         try:
             data = json.loads(body)
         except ValueError:
+            log.warning("zalo.webhook_malformed", size=len(body))
             return JSONResponse({"ok": False, "description": "invalid JSON"}, 400)
         updates = parse_updates(data)
         if not updates:
