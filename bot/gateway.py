@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -131,21 +131,7 @@ class Gateway:
             return None
         if not await self._within_rate_limit(msg, channel):
             return None
-        group = msg.chat.chat_type is ChatType.GROUP
-        bot = self.config.bot
-        job = Job(
-            message=msg,
-            agent_id=agent_id,
-            session_key=key,
-            concurrency=bot.group_concurrency if group else bot.dm_concurrency,
-            run_id=uuid.uuid4().hex,
-            reactions=StatusReactions(
-                channel,
-                MessageRef(msg.chat, msg.message_id),
-                enabled=bot.reactions,
-                cleanup=bot.reaction_cleanup,
-            ),
-        )
+        job = self._job(msg, agent_id, key)
         if self.inbox is not None:
             job.started = self.scheduler.starts_at_once(key, job.concurrency)
             try:
@@ -164,22 +150,10 @@ class Gateway:
 
     def resubmit(self, entry: InboxEntry) -> Job:
         """Queue an inbox entry an earlier process left unanswered (see ``bot/replay.py``)."""
-        msg = entry.message
-        channel = self.channels[msg.chat.channel]
-        bot = self.config.bot
-        group = msg.chat.chat_type is ChatType.GROUP
-        job = Job(
-            message=msg,
-            agent_id=entry.agent_id,
-            session_key=entry.session_key,
-            concurrency=bot.group_concurrency if group else bot.dm_concurrency,
-            run_id=uuid.uuid4().hex,
-            reactions=StatusReactions(
-                channel,
-                MessageRef(msg.chat, msg.message_id),
-                enabled=bot.reactions,
-                cleanup=bot.reaction_cleanup,
-            ),
+        job = self._job(
+            entry.message,
+            entry.agent_id,
+            entry.session_key,
             inbox_id=entry.id,
             answer=entry.answer,
             parts=list(entry.parts),
@@ -187,6 +161,24 @@ class Gateway:
         )
         self.scheduler.submit(job)
         return job
+
+    def _job(self, msg: InboundMessage, agent_id: str, key: str, **replay: Any) -> Job:
+        bot = self.config.bot
+        group = msg.chat.chat_type is ChatType.GROUP
+        return Job(
+            message=msg,
+            agent_id=agent_id,
+            session_key=key,
+            concurrency=bot.group_concurrency if group else bot.dm_concurrency,
+            run_id=uuid.uuid4().hex,
+            reactions=StatusReactions(
+                self.channels[msg.chat.channel],
+                MessageRef(msg.chat, msg.message_id),
+                enabled=bot.reactions,
+                cleanup=bot.reaction_cleanup,
+            ),
+            **replay,
+        )
 
     async def _execute(self, job: Job) -> None:
         name = job.message.chat.channel
