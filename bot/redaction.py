@@ -5,6 +5,10 @@ log, uvicorn logs request lines with ``?token=``. Instead of trusting each of th
 rendered structlog line and every stdlib log record goes through :func:`redact`, which masks
 each secret the configuration holds (tokens, signing and webhook secrets, API keys,
 ``web.token``, the database password) and any ``token=`` query value.
+
+Stored traces and inbox reasons are masked the same way when written, and the run events the
+web chat relays when sent: an error text quoting a secret (a provider echoing its key, an
+exception naming a URL) would otherwise reach the database, ``loopgate traces`` and a browser.
 """
 
 from __future__ import annotations
@@ -45,6 +49,18 @@ def redact(text: str) -> str:
     if _SECRETS.pattern is not None:
         text = _SECRETS.pattern.sub(MASK, text)
     return _QUERY_TOKEN.sub(rf"\g<1>{MASK}", text)
+
+
+def redact_tree(value: Any) -> Any:
+    """``value`` with :func:`redact` applied to every string in it (JSON-like data: trace span
+    attributes, run events), keys left alone."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: redact_tree(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(item) for item in value]
+    return value
 
 
 def register_secrets(values: Iterable[str]) -> None:

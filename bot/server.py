@@ -25,6 +25,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from agent_core import Event
 from bot.app import Loopgate
 from bot.body_limit import BodyLimit
+from bot.redaction import redact_tree
 from bot.session_keys import session_key
 from bot.web_auth import DISABLED_PAGE, TokenAuth, WebAccess, form_token, login_page, web_access
 from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender, WebhookReceiver
@@ -189,7 +190,8 @@ async def _serve_chat(loopgate: Loopgate, ws: WebSocket, *, max_bytes: int) -> N
             await ws.send_text(json.dumps(payload, ensure_ascii=False, default=str))
 
     async def on_event(event: Event) -> None:
-        await send({"type": "event", "event": event.as_dict()})
+        # A run.failed event carries the error text, which may quote a secret.
+        await send({"type": "event", "event": redact_tree(event.as_dict())})
 
     async def on_outbound(record: Outbound) -> None:
         await send({"type": "outbound", "kind": record.kind, "text": record.text})

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, or_, select, update
 
+from bot.redaction import redact
 from bot.storage._sql import clean, clean_optional
 from bot.storage.db import Database
 from bot.storage.models import InboxRow, utcnow
@@ -140,7 +141,8 @@ class SqlInbox:
         await self._update(
             entry_id,
             state=state.value,
-            reason=clean_optional(reason),
+            # A failed run's reason is its error text, which may quote a secret.
+            reason=clean_optional(redact(reason) if reason is not None else None),
             owner=None,
             lease_until=None,
             updated_at=utcnow(),

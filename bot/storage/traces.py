@@ -8,7 +8,8 @@ import structlog
 from sqlalchemy import delete, insert, select
 
 from agent_core.tracing import Span, SpanKind, Trace
-from bot.storage._sql import clean, clean_optional
+from bot.redaction import redact, redact_tree
+from bot.storage._sql import clean
 from bot.storage.db import Database
 from bot.storage.models import SpanRow, TraceRow
 
@@ -34,9 +35,9 @@ class SqlTraceStore:
             ended_at=trace.ended_at,
             input_tokens=trace.input_tokens,
             output_tokens=trace.output_tokens,
-            error=clean_optional(trace.error),
-            output_preview=clean(trace.output_preview),
-            input_preview=clean(str(preview)) if preview is not None else None,
+            error=_stored(trace.error) if trace.error is not None else None,
+            output_preview=_stored(trace.output_preview),
+            input_preview=_stored(str(preview)) if preview is not None else None,
         )
         spans = [_span_row(trace.id, i, span) for i, span in enumerate(trace.spans)]
         async with self._db.write() as s:
@@ -70,6 +71,12 @@ class SqlTraceStore:
         return [_to_trace(r, spans[r.id]) for r in rows]
 
 
+def _stored(text: str) -> str:
+    """Text as a trace keeps it: configured secrets masked, since errors and tool results can
+    quote one and traces are shown to operators (``loopgate traces``); NULs replaced."""
+    return clean(redact(text))
+
+
 def _span_row(trace_id: str, position: int, span: Span) -> dict[str, Any]:
     return {
         "id": span.id,
@@ -77,11 +84,11 @@ def _span_row(trace_id: str, position: int, span: Span) -> dict[str, Any]:
         "position": position,
         "parent_id": span.parent_id,
         "kind": str(span.kind),
-        "name": clean(span.name),
+        "name": _stored(span.name),
         "started_at": span.started_at,
         "duration_ms": span.duration_ms,
         "error": span.error,
-        "attributes": span.attributes,
+        "attributes": redact_tree(span.attributes),
     }
 
 
