@@ -46,7 +46,7 @@ def bench_config(workdir: Path) -> Config:
         {
             "database": {"url": f"sqlite+aiosqlite:///{workdir / 'bench.db'}"},
             "agents": {"defaults": {"workspace": str(workdir / "ws")}},
-            "bot": {"reactions": False},
+            "bot": {"reactions": False, "sender_rate_limit": "off"},
         },
         {},
     )

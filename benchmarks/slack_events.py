@@ -57,7 +57,7 @@ async def bench(events: int, concurrency: int, kind: str, workdir: Path) -> None
             {
                 "database": {"url": f"sqlite+aiosqlite:///{workdir / 'bench.db'}"},
                 "agents": {"defaults": {"workspace": str(workdir / "ws")}},
-                "bot": {"reactions": False},
+                "bot": {"reactions": False, "sender_rate_limit": "off"},
                 "channels": {
                     "slack": {
                         "enabled": True,

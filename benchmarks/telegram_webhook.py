@@ -34,7 +34,7 @@ async def bench(updates: int, concurrency: int, workdir: Path) -> None:
             {
                 "database": {"url": f"sqlite+aiosqlite:///{workdir / 'bench.db'}"},
                 "agents": {"defaults": {"workspace": str(workdir / "ws")}},
-                "bot": {"reactions": False, "queue_cap": 1000},
+                "bot": {"reactions": False, "queue_cap": 1000, "sender_rate_limit": "off"},
                 "channels": {
                     "telegram": {
                         "enabled": True,
