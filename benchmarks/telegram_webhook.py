@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent_core.testing import ScriptedProvider
 from bot.app import Loopgate
 from bot.config import parse_config
+from bot.http.server import create_app
 from bot.logging_setup import configure_logging
-from bot.server import create_app
 from tests.fakes.telegram_server import FakeTelegram
 
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from bot.app import Loopgate
-from bot.server import create_app
+from bot.http.server import create_app
 from channels.slack import SlackChannel
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM

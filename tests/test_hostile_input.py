@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from agent_core.settings import MAX_MESSAGE_CHARS
 from bot.app import Loopgate
-from bot.server import create_app
+from bot.http.server import create_app
 from bot.storage.models import MessageRow
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM

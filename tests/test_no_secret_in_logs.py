@@ -226,9 +226,9 @@ class Served:
 # own logging setup. SQLite's driver stays quiet: it only repeats the queries.
 LAUNCHER = """
 import logging, sys
-import bot.cli
+import bot.cli.command as command
 
-configure = bot.cli.configure_logging
+configure = command.configure_logging
 
 def with_libraries_at_debug(level="info", fmt="console"):
     configure(level, fmt)
@@ -238,8 +238,8 @@ def with_libraries_at_debug(level="info", fmt="console"):
         logging.getLogger(name).setLevel(logging.DEBUG)
     logging.getLogger("aiosqlite").setLevel(logging.INFO)
 
-bot.cli.configure_logging = with_libraries_at_debug
-raise SystemExit(bot.cli.main(sys.argv[1:]))
+command.configure_logging = with_libraries_at_debug
+raise SystemExit(command.main(sys.argv[1:]))
 """
 
 

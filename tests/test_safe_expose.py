@@ -22,11 +22,11 @@ import websockets
 from structlog.testing import capture_logs
 
 from bot.app import Loopgate
+from bot.http.server import WEB_COOKIE, create_app
+from bot.http.web_auth import is_loopback
 from bot.logging_setup import configure_logging
 from bot.redaction import MASK, redact, register_secrets
 from bot.sender_limits import MemorySenderLimiter
-from bot.server import WEB_COOKIE, create_app
-from bot.web_auth import is_loopback
 from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, delay, text

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from bot.app import Loopgate
 from bot.cli import main as cli_main
-from bot.server import create_app
+from bot.http.server import create_app
 from tests.fakes.llm_server import FakeLLM, delay, text
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import (

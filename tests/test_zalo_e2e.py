@@ -18,7 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.app import Loopgate
-from bot.server import create_app
+from bot.http.server import create_app
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, delay, error, text
 from tests.fakes.zalo_server import FakeZalo, event, image_event, text_event

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot import agents_cli, inbox_cli
+from bot.cli import agents as agents_cli
+from bot.cli import inbox as inbox_cli
 from bot.config import Config, ConfigFileError, load_config
 from bot.logging_setup import configure_logging
 
@@ -65,8 +66,8 @@ async def _serve_async(config: Config) -> int:
     import uvicorn
 
     from bot.app import Loopgate
-    from bot.draining import DrainingServer
-    from bot.server import create_app
+    from bot.http.draining import DrainingServer
+    from bot.http.server import create_app
     from bot.storage import StorageError
     from channels import ChannelError
 
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"configuration OK ({args.config or 'config.yaml or built-in defaults'})")
         return 0
     if args.command == "prompt":
-        from bot.prompt_cli import render_prompt
+        from bot.cli.prompt import render_prompt
 
         agent = args.agent or config.agents.default
         print(
@@ -162,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging("warning", config.logging.format)
         return asyncio.run(inbox_cli.run(config, args))
     if args.command == "traces":
-        from bot.traces_cli import print_traces
+        from bot.cli.traces import print_traces
 
         configure_logging("warning", config.logging.format)
         return asyncio.run(print_traces(config, session=args.session, last=max(1, args.last)))
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.port is not None:
             config.server.port = args.port
         return _serve(config)
-    from bot.terminal import run_chat
+    from bot.cli.chat import run_chat
 
     return asyncio.run(run_chat(config, args.message))
 

@@ -1,7 +1,7 @@
 """The HTTP server: health check, the local web chat (page + WebSocket), platform webhooks.
 
-Every POST body is bounded (``server.max_body_bytes``, :mod:`bot.body_limit`); the web chat is
-open on loopback only, and needs ``web.token`` elsewhere (:mod:`bot.web_auth`).
+Every POST body is bounded (``server.max_body_bytes``, :mod:`bot.http.body_limit`); the web chat is
+open on loopback only, and needs ``web.token`` elsewhere (:mod:`bot.http.web_auth`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,17 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agent_core import Event
 from bot.app import Loopgate
-from bot.body_limit import BodyLimit
+from bot.http.body_limit import BodyLimit
+from bot.http.web_auth import (
+    DISABLED_PAGE,
+    TokenAuth,
+    WebAccess,
+    form_token,
+    login_page,
+    web_access,
+)
 from bot.redaction import redact_tree
 from bot.session_keys import session_key
-from bot.web_auth import DISABLED_PAGE, TokenAuth, WebAccess, form_token, login_page, web_access
 from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender, WebhookReceiver
 from channels.local import Outbound
 
