@@ -52,42 +52,58 @@ def bench_config(workdir: Path) -> Config:
     )
 
 
-async def unloaded(app: Loopgate, count: int, prefix: str) -> list[float]:
-    """One message at a time, each to its own session: the true per-message cost, in ms."""
-    solo: list[float] = []
+async def unloaded(app: Loopgate, count: int, prefix: str) -> tuple[list[float], list[float]]:
+    """One message at a time, each to its own session: the true per-message cost, in ms, until
+    the reply is sent (what the user waits for) and until the turn is done (its last records)."""
+    to_reply: list[float] = []
+    to_done: list[float] = []
+    replied: dict[str, float] = {}
+
+    async def on_message(o: Outbound) -> None:
+        if o.kind == "message":
+            replied[o.chat.chat_id] = time.perf_counter()
+
     for i in range(count):
+        chat_id = f"{prefix}{i}"
+        unsubscribe = app.web.listen(chat_id, on_message)
         t = time.perf_counter()
-        job = await app.gateway.handle(message(f"{prefix}{i}", "hello"))
+        job = await app.gateway.handle(message(chat_id, "hello"))
         assert job is not None
         await job.done
-        solo.append((time.perf_counter() - t) * 1000)
-    return solo
+        done = time.perf_counter()
+        unsubscribe()
+        to_reply.append((replied[chat_id] - t) * 1000)
+        to_done.append((done - t) * 1000)
+    return to_reply, to_done
 
 
 async def inbox_cost(workdir: Path, count: int, rounds: int) -> None:
     """The same unloaded measurement with the inbox off and on, interleaved in rounds so that
     drift of the machine (other load, the file growing) hits both alike."""
-    results: dict[bool, list[float]] = {False: [], True: []}
-    for durable in (False, True):
-        directory = workdir / f"durable-{durable}"
-        async with Loopgate(
-            bench_config(directory), providers={"openai": ScriptedProvider()}, durable=durable
-        ) as app:
-            await unloaded(app, 20, "warm")
-    for round_no in range(rounds):
+    reply: dict[bool, list[float]] = {False: [], True: []}
+    done: dict[bool, list[float]] = {False: [], True: []}
+    for round_no in range(rounds + 1):
         for durable in (False, True):
             directory = workdir / f"durable-{durable}"
             async with Loopgate(
                 bench_config(directory), providers={"openai": ScriptedProvider()}, durable=durable
             ) as app:
-                results[durable] += await unloaded(app, count, f"r{round_no}-")
-    off = statistics.quantiles(sorted(results[False]), n=100)
-    on = statistics.quantiles(sorted(results[True]), n=100)
+                if round_no == 0:  # warm-up: first-use costs are not the steady state
+                    await unloaded(app, 20, "warm")
+                    continue
+                to_reply, to_done = await unloaded(app, count, f"r{round_no}-")
+                reply[durable] += to_reply
+                done[durable] += to_done
     print(f"durable inbox cost ({rounds} × {count} sequential messages each, SQLite):")
-    print(f"  {'':<12}{'p50 ms':>10}{'p99 ms':>10}")
-    print(f"  {'inbox off':<12}{off[49]:>10.2f}{off[98]:>10.2f}")
-    print(f"  {'inbox on':<12}{on[49]:>10.2f}{on[98]:>10.2f}")
-    print(f"  {'added':<12}{on[49] - off[49]:>+10.2f}{on[98] - off[98]:>+10.2f}")
+    print(f"  {'':<22}{'inbox off p50':>14}{'on p50':>8}{'added':>8}"
+          f"{'off p99':>9}{'on p99':>8}{'added':>8}")  # fmt: skip
+    for name, series in (("until the reply is sent", reply), ("until the turn is done", done)):
+        off = statistics.quantiles(sorted(series[False]), n=100)
+        on = statistics.quantiles(sorted(series[True]), n=100)
+        print(
+            f"  {name:<22}{off[49]:>14.2f}{on[49]:>8.2f}{on[49] - off[49]:>+8.2f}"
+            f"{off[98]:>9.2f}{on[98]:>8.2f}{on[98] - off[98]:>+8.2f}"
+        )
 
 
 async def bench(messages: int, sessions: int, idle: int, workdir: Path) -> None:
@@ -113,7 +129,7 @@ async def bench(messages: int, sessions: int, idle: int, workdir: Path) -> None:
             assert job is not None
             await job.done
 
-        solo = await unloaded(app, min(300, messages), "solo")
+        _, solo = await unloaded(app, min(300, messages), "solo")
         sq = statistics.quantiles(sorted(solo), n=100)
         print(
             f"unloaded overhead per message ({len(solo)} sequential): "

@@ -48,6 +48,14 @@ async def entries(app: Loopgate) -> list[InboxEntry]:
     return sorted(await app.inbox.unanswered(limit=1000), key=lambda e: e.id)
 
 
+async def settled(app: Loopgate, timeout: float = 10) -> None:
+    """Until nothing is queued or running: a reply is visible a moment before it is recorded."""
+    assert app.inbox is not None
+    async with asyncio.timeout(timeout):
+        while sum((await app.inbox.counts()).values()):
+            await asyncio.sleep(0.01)
+
+
 async def state_of(app: Loopgate, entry_id: int) -> InboxEntry:
     assert app.inbox is not None
     entry = await app.inbox.get(entry_id)
@@ -233,6 +241,7 @@ async def test_old_messages_expire_instead_of_being_answered(tmp_path: Path, llm
         async with Loopgate(config) as app:
             dm = ChatDriver(app, DM)
             await dm.wait_for(lambda: dm.texts() == ["fresh answer"])
+            await settled(app)
             entry = await state_of(app, expired)
             assert entry.state is InboxState.EXPIRED
             assert entry.reason == "older than bot.replay_max_age (3600 s)"
@@ -262,6 +271,7 @@ async def test_a_half_delivered_answer_resumes_at_the_next_chunk(
     async with Loopgate(config) as app:
         dm = ChatDriver(app, DM)
         await dm.wait_for(lambda: len(dm.texts()) == 1)
+        await settled(app)
         assert await entries(app) == []
         await asyncio.sleep(0.1)  # nothing more comes
     assert dm.texts() == [chunks[2]]
