@@ -270,7 +270,10 @@ async def restart_answers_each_once(svc: Service, users: ThreeUsers, llm: FakeLL
     await svc.start(PLATFORMS)
     await until(users.answered, lambda: f"every user answered: {users.answers()}\n{svc.log()}")
     await until(users.clean, lambda: f"clean: {users.tg_reactions()}, {users.slack_reactions()}")
-    health = (await svc.health()).json()
+    # A reply is visible a moment before its delivery is recorded: wait for the records.
+    async with asyncio.timeout(15):
+        while (health := (await svc.health()).json())["inbox"]["depth"]:
+            await asyncio.sleep(0.05)
     await svc.stop()  # whatever this process would still send, it has sent now
     assert users.answers() == {
         "telegram": ["echo: question from telegram"],
