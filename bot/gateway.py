@@ -1,17 +1,19 @@
 """The entry point of every inbound message, whatever the channel.
 
-``Gateway.handle`` order matters: dedupe first (a platform retry is not a new message), then
-commands (so /stop acts at once, never waiting behind the run it should stop), then gating, then
-the durable inbox, then the per-session queue. ``handle`` returns once the message is stored, so
-a channel acknowledges the platform only for what a crash can no longer lose; when it can't be
-stored (draining, database down) it raises ``NotAccepted`` and the platform delivers it again.
+``Gateway.handle`` order matters: commands first (so /stop acts at once, never waiting behind
+the run it should stop, and once: they are deduped on their own), then gating and the sender's
+rate limit, then the durable inbox, whose insert records the dedupe key in the same transaction
+(a platform retry is not a new message), then the per-session queue.
+
+``handle`` returns once the message is stored, so a channel acknowledges the platform only for
+what a crash can no longer lose; when it can't be stored (draining, database down) it raises
+``NotAccepted`` and the platform delivers it again.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from typing import Any, Protocol
 
 import structlog
@@ -100,18 +102,12 @@ class Gateway:
         if not self.accepting:
             raise NotAccepted("the service is shutting down")
         channel = self.channels[msg.chat.channel]
-        try:
-            duplicate = await self.dedupe.seen(msg.dedupe_key)
-        except Exception as exc:
-            log.error("inbound.not_accepted", reason="dedupe_failed", error=str(exc))
-            raise NotAccepted("the database is unavailable") from exc
-        if duplicate:
-            log.info("inbound.duplicate", key=msg.dedupe_key)
-            return None
         agent_id = self.agent_for(msg.chat.channel)
         key = session_key(agent_id, msg.chat)
         command = parse_command(msg.text, msg.metadata.get("bot_username"))
         if command is not None:
+            if not await self._first_delivery(msg):
+                return None
             await self._command(command, msg, channel, key)
             return None
         decision = await self.access.check(msg)
@@ -123,7 +119,7 @@ class Gateway:
                 chat=msg.chat.chat_id,
                 sender=msg.sender.id,
             )
-            if decision.reply:
+            if decision.reply and await self._first_delivery(msg):
                 await send_with_retry(channel, msg.chat, decision.reply)
             return None
         if not msg.text.strip():
@@ -132,21 +128,41 @@ class Gateway:
         if not await self._within_rate_limit(msg, channel):
             return None
         job = self._job(msg, agent_id, key)
-        if self.inbox is not None:
+        if self.inbox is None:
+            if not await self._first_delivery(msg):
+                return None
+        else:
             job.started = self.scheduler.starts_at_once(key, job.concurrency)
             try:
-                job.inbox_id = await self.inbox.add(
-                    msg, session_key=key, agent_id=agent_id, running=job.started
+                # The dedupe record and the stored message are one transaction: a redelivery
+                # is either this message's duplicate or was never taken, nothing in between.
+                job.inbox_id = await self.inbox.accept(
+                    msg,
+                    dedupe_key=msg.dedupe_key,
+                    session_key=key,
+                    agent_id=agent_id,
+                    running=job.started,
                 )
             except Exception as exc:
                 log.error("inbound.not_accepted", reason="inbox_failed", error=str(exc))
-                # Its redelivery must not be taken for a duplicate.
-                with suppress(Exception):
-                    await self.dedupe.forget(msg.dedupe_key)
                 raise NotAccepted("the database is unavailable") from exc
+            if job.inbox_id is None:
+                log.info("inbound.duplicate", key=msg.dedupe_key)
+                return None
         await job.reactions.received()
         self.scheduler.submit(job)
         return job
+
+    async def _first_delivery(self, msg: InboundMessage) -> bool:
+        """Record the message as processed; False for a platform's redelivery."""
+        try:
+            duplicate = await self.dedupe.seen(msg.dedupe_key)
+        except Exception as exc:
+            log.error("inbound.not_accepted", reason="dedupe_failed", error=str(exc))
+            raise NotAccepted("the database is unavailable") from exc
+        if duplicate:
+            log.info("inbound.duplicate", key=msg.dedupe_key)
+        return not duplicate
 
     def resubmit(self, entry: InboxEntry) -> Job:
         """Queue an inbox entry an earlier process left unanswered (see ``bot/replay.py``)."""

@@ -17,11 +17,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy.sql.expression import Executable
 
 from bot.redaction import redact
-from bot.storage._sql import clean, clean_optional
+from bot.storage._sql import clean, clean_optional, upsert_insert
 from bot.storage.db import Database
-from bot.storage.models import InboxRow, utcnow
+from bot.storage.models import InboxRow, ProcessedMessageRow, utcnow
+from bot.storage.state import fit_key
 from channels import ChatRef, ChatType, InboundMessage, Sender
 
 DEFAULT_LEASE_SECONDS = 60.0
@@ -84,26 +86,56 @@ class SqlInbox:
     ) -> int:
         """Store ``msg`` as ``queued`` (``running`` when it starts at once: one write less);
         returns its id."""
+        async with self._db.write_connection() as conn:
+            result = await conn.execute(self._insert(msg, session_key, agent_id, running))
+            return int(result.scalar_one())
+
+    def _insert(
+        self, msg: InboundMessage, session_key: str, agent_id: str, running: bool
+    ) -> Executable:
         now = utcnow()
-        stmt = insert(InboxRow).values(
-            session_key=session_key,
-            agent_id=agent_id,
-            channel=msg.chat.channel,
-            message=message_to_json(msg),
-            state=(InboxState.RUNNING if running else InboxState.QUEUED).value,
-            attempts=1 if running else 0,
-            parts=[],
-            # When Loopgate took it, not the platform's date: replay_max_age counts the wait
-            # here, whatever the platform's clock (the message keeps its own date).
-            received_at=now,
-            created_at=now,
-            updated_at=now,
-            # Held by this process from the start: a sweep must not take it over meanwhile.
-            owner=self.owner,
-            lease_until=now + self.lease,
+        return (
+            insert(InboxRow)
+            .values(
+                session_key=session_key,
+                agent_id=agent_id,
+                channel=msg.chat.channel,
+                message=message_to_json(msg),
+                state=(InboxState.RUNNING if running else InboxState.QUEUED).value,
+                attempts=1 if running else 0,
+                parts=[],
+                # When Loopgate took it, not the platform's date: replay_max_age counts the
+                # wait here, whatever the platform's clock (the message keeps its own date).
+                received_at=now,
+                created_at=now,
+                updated_at=now,
+                # Held by this process from the start: a sweep must not take it over meanwhile.
+                owner=self.owner,
+                lease_until=now + self.lease,
+            )
+            .returning(InboxRow.id)
+        )
+
+    async def accept(
+        self,
+        msg: InboundMessage,
+        *,
+        dedupe_key: str,
+        session_key: str,
+        agent_id: str,
+        running: bool = False,
+    ) -> int | None:
+        """Record ``dedupe_key`` as processed and store ``msg``, in one transaction; None (and
+        nothing stored) when the key was processed before: a platform redelivery."""
+        seen = (
+            upsert_insert(self._db, ProcessedMessageRow)
+            .values(key=fit_key(dedupe_key), created_at=utcnow())
+            .on_conflict_do_nothing(index_elements=[ProcessedMessageRow.key])
         )
         async with self._db.write_connection() as conn:
-            result = await conn.execute(stmt.returning(InboxRow.id))
+            if not (await conn.execute(seen)).rowcount:
+                return None
+            result = await conn.execute(self._insert(msg, session_key, agent_id, running))
             return int(result.scalar_one())
 
     async def start(self, entry_id: int) -> None:

@@ -59,7 +59,7 @@ class SqlDedupeStore:
         """Record ``key``; True if it was already recorded. Atomic across processes."""
         stmt = (
             upsert_insert(self._db, ProcessedMessageRow)
-            .values(key=_fit(key), created_at=utcnow())
+            .values(key=fit_key(key), created_at=utcnow())
             .on_conflict_do_nothing(index_elements=[ProcessedMessageRow.key])
         )
         async with self._db.write() as s:
@@ -70,7 +70,8 @@ class SqlDedupeStore:
     async def forget(self, key: str) -> None:
         """Undo :meth:`seen` (the message was not accepted; its redelivery must count)."""
         async with self._db.write() as s:
-            await s.execute(delete(ProcessedMessageRow).where(ProcessedMessageRow.key == _fit(key)))
+            stored = fit_key(key)
+            await s.execute(delete(ProcessedMessageRow).where(ProcessedMessageRow.key == stored))
 
     async def prune(self) -> int:
         """Delete entries older than the TTL; returns how many."""
@@ -85,7 +86,8 @@ class SqlDedupeStore:
         return removed
 
 
-def _fit(key: str) -> str:
+def fit_key(key: str) -> str:
+    """``key`` as stored in ``processed_messages`` (long keys become a digest)."""
     # Postgres rejects values longer than the column; a digest keeps long keys distinct.
     if len(key) <= MAX_KEY_LENGTH:
         return key
