@@ -79,8 +79,6 @@ class TurnRunner:
     async def execute(self, job: Job, channel: Channel) -> None:
         """Run the agent for ``job`` and deliver the answer; never raises (except shutdown)."""
         msg = job.message
-        if self.inbox is not None and job.inbox_id is not None and not job.started:
-            await self.inbox.start(job.inbox_id)
         typing = TypingIndicator(
             channel, msg.chat, interval=self.config.typing_interval, ttl=self.config.typing_ttl
         )
@@ -96,6 +94,8 @@ class TurnRunner:
         result: RunResult | None = None
         end: tuple[InboxState, str | None] | None = None
         try:
+            if self.inbox is not None and job.inbox_id is not None and not job.started:
+                await self.inbox.start(job.inbox_id)
             if job.answer is not None:
                 # An earlier process computed this answer and died delivering it.
                 result = RunResult(
