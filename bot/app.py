@@ -184,12 +184,17 @@ class Loopgate:
         gateway = self._gateway
         grace = self.config.bot.shutdown_grace if grace is None else grace
         log.info("loopgate.draining", grace_s=grace, active_runs=self.registry.active_runs)
-        # Updates already fetched are still accepted while the channels stop receiving.
-        for channel in gateway.channels.values():
-            try:
-                await channel.stop_receiving()
-            except Exception as exc:
-                log.warning("channel.stop_receiving_failed", channel=channel.name, error=str(exc))
+        # Updates already fetched are still accepted while the channels stop receiving; all
+        # channels at once, so the grace left for the runs is not spent one channel at a time.
+        channels = list(gateway.channels.values())
+        stopped = await asyncio.gather(
+            *(channel.stop_receiving() for channel in channels), return_exceptions=True
+        )
+        for channel, outcome in zip(channels, stopped, strict=True):
+            if isinstance(outcome, Exception):
+                log.warning(
+                    "channel.stop_receiving_failed", channel=channel.name, error=str(outcome)
+                )
         gateway.stop_accepting()
         gateway.scheduler.hold()  # queued messages stay queued in the inbox
         still_running = await gateway.scheduler.wait_running(grace)
