@@ -12,6 +12,7 @@ import contextlib
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -76,3 +77,19 @@ async def start_server(
     proc.terminate()
     await asyncio.wait_for(proc.wait(), 20)
     raise AssertionError("server did not become healthy")
+
+
+async def until(
+    predicate: Callable[[], object], what: Callable[[], str], timeout: float = 15
+) -> None:
+    """Poll ``predicate`` (state outside the fakes' own ``wait_for``: the LLM, several fakes);
+    ``what`` describes the state when it times out."""
+
+    async def loop() -> None:
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+    try:
+        await asyncio.wait_for(loop(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"not met in {timeout}s: {what()}") from None

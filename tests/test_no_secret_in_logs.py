@@ -29,7 +29,7 @@ import signal
 import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +50,7 @@ from tests.fakes.slack_events import EventSender, event_callback, message_event
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.zalo_server import FakeZalo, text_event
-from tests.service_support import clean_env, free_port
+from tests.service_support import clean_env, free_port, until
 
 # Realistic in shape, so any masking that keys on a format (or misses one) is tested too.
 TELEGRAM_TOKEN = "7391046285:AAF3kQz9Xw-Lp2Vn8Rt5Yb7Hc1Md4Ge6JsU"
@@ -98,19 +98,6 @@ def leaks(where: str, text: str) -> list[str]:
         for form, value in leak_forms(secret).items()
         if value in text
     ]
-
-
-async def until(
-    predicate: Callable[[], object], what: Callable[[], str], timeout: float = 15
-) -> None:
-    async def loop() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    try:
-        await asyncio.wait_for(loop(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"not met in {timeout}s: {what()}") from None
 
 
 # -- the service -------------------------------------------------------------------------------

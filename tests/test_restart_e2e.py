@@ -26,29 +26,13 @@ from tests.fakes.slack_events import message_event
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.zalo_server import FakeZalo, text_event
-from tests.service_support import run_cli, start_server
+from tests.service_support import run_cli, start_server, until
 from tests.slack_support import slack_section
 from tests.telegram_support import reactions
 
 NEVER_SENT = "a half-written answer that must never reach anyone"
 CUT_OFF = delay(30, text(NEVER_SENT))  # far longer than the grace: cut off by the stop
 EXITED = (0, -signal.SIGTERM)  # uvicorn re-raises SIGTERM once it has shut down
-
-
-async def until(
-    predicate: Callable[[], object], what: Callable[[], str], timeout: float = 15
-) -> None:
-    """Poll ``predicate`` (state outside the fakes' own ``wait_for``: the LLM, several fakes);
-    ``what`` describes the state when it times out."""
-
-    async def loop() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    try:
-        await asyncio.wait_for(loop(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"not met in {timeout}s: {what()}") from None
 
 
 def write_config(

@@ -17,7 +17,7 @@ PREVIEW_CHARS = 40
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``loopgate inbox [--all] [--last N]`` and ``loopgate inbox retry ID``."""
+    """``loopgate inbox [--last N]`` and ``loopgate inbox retry ID``."""
     inbox = sub.add_parser(
         "inbox",
         parents=[common],
