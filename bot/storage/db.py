@@ -5,7 +5,6 @@ The same code runs on SQLite (aiosqlite, the default) and Postgres (asyncpg).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import re
@@ -34,6 +33,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from bot.storage.errors import StorageError
+from bot.storage.writer import WriterQueue
 
 log = structlog.get_logger(__name__)
 
@@ -60,30 +60,30 @@ class Database:
     def __init__(self, engine: AsyncEngine, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
         self.engine = engine
         self.sessionmaker = sessionmaker
-        # SQLite allows one writer at a time. Queueing writers here, in the event loop, is
-        # cheaper and fairer than letting them collide on the file lock, where SQLite's busy
-        # handler backs off in sleeps of up to 100 ms. Readers are not queued (WAL).
-        self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
+        # SQLite: one writer at a time, queued in the event loop (see writer.py). Readers are
+        # not queued (WAL). Postgres takes concurrent writers itself.
+        self._writer = WriterQueue() if engine.dialect.name == "sqlite" else None
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncSession]:
-        """A session in a transaction, for writes; committed on success, rolled back on error."""
-        if self._write_lock is None:
+    async def write(self, *, urgent: bool = False) -> AsyncIterator[AsyncSession]:
+        """A session in a transaction, for writes; committed on success, rolled back on error.
+        ``urgent``: a platform waits on this write (an inbound message before its ack)."""
+        if self._writer is None:
             async with self.sessionmaker.begin() as session:
                 yield session
             return
-        async with self._write_lock, self.sessionmaker.begin() as session:
+        async with self._writer.hold(urgent=urgent), self.sessionmaker.begin() as session:
             yield session
 
     @asynccontextmanager
-    async def write_connection(self) -> AsyncIterator[AsyncConnection]:
+    async def write_connection(self, *, urgent: bool = False) -> AsyncIterator[AsyncConnection]:
         """Like :meth:`write` without the ORM session: for single hot-path statements, where
         the session's bookkeeping would cost more than the statement itself."""
-        if self._write_lock is None:
+        if self._writer is None:
             async with self.engine.begin() as conn:
                 yield conn
             return
-        async with self._write_lock, self.engine.begin() as conn:
+        async with self._writer.hold(urgent=urgent), self.engine.begin() as conn:
             yield conn
 
     @property

@@ -132,7 +132,7 @@ class SqlInbox:
             .values(key=fit_key(dedupe_key), created_at=utcnow())
             .on_conflict_do_nothing(index_elements=[ProcessedMessageRow.key])
         )
-        async with self._db.write_connection() as conn:
+        async with self._db.write_connection(urgent=True) as conn:
             if not (await conn.execute(seen)).rowcount:
                 return None
             result = await conn.execute(self._insert(msg, session_key, agent_id, running))

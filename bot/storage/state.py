@@ -62,7 +62,8 @@ class SqlDedupeStore:
             .values(key=fit_key(key), created_at=utcnow())
             .on_conflict_do_nothing(index_elements=[ProcessedMessageRow.key])
         )
-        async with self._db.write() as s:
+        # Urgent: commands and adapters' update keys are recorded before the platform's ack.
+        async with self._db.write(urgent=True) as s:
             result = await s.execute(stmt)
         inserted: int = result.rowcount  # type: ignore[attr-defined]
         return inserted == 0
