@@ -6,13 +6,14 @@ import os
 # deprecation warning from inside its own RetryAfter error on every 429; our code reads both.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
-from channels.telegram.channel import TelegramChannel, TelegramOptions
+from channels.telegram.channel import TelegramChannel
 from channels.telegram.errors import translate_telegram_errors
 from channels.telegram.normalize import (
     BotIdentity,
     entities_to_markdown,
     normalize_update,
 )
+from channels.telegram.options import TelegramOptions
 from channels.telegram.ratelimit import RateLimits, SendPacer
 
 __all__ = [

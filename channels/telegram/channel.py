@@ -16,23 +16,20 @@ Sending (``send_text``) is where Telegram's rules live:
 - 403 (blocked by the user, kicked): logged and raised, never retried.
 
 Receiving acknowledges Telegram only once the bot's handler has stored the message: the poller
-persists and confirms an offset only past updates handed over, the webhook answers after the
-handler returned. An update the bot did not take (:class:`~channels.errors.NotAccepted`) stays
+(:mod:`channels.telegram.polling`) confirms an offset only past updates handed over, the webhook
+answers after the handler returned. An update the bot did not take (:class:`~channels.errors.NotAccepted`) stays
 unconfirmed (poller) or gets a 503 (webhook), so Telegram delivers it again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import json
-import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import structlog
 from starlette.requests import Request
@@ -42,7 +39,7 @@ from telegram.constants import ParseMode
 from telegram.request import HTTPXRequest
 
 from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
-from channels.intake import CLOSE_GRACE, Intake, first_sight, forget_seen
+from channels.intake import Intake, first_sight, forget_seen
 from channels.protocol import InboundHandler, SeenStore, StateStore
 from channels.telegram.errors import (
     ChatMigrated,
@@ -50,8 +47,12 @@ from channels.telegram.errors import (
     TelegramUnavailable,
     translate_telegram_errors,
 )
+from channels.telegram.migrations import ChatMigrations
 from channels.telegram.normalize import BotIdentity, Skipped, normalize_update
-from channels.telegram.ratelimit import RateLimits, SendPacer
+from channels.telegram.options import TelegramOptions
+from channels.telegram.polling import Poller
+from channels.telegram.ratelimit import SendPacer
+from channels.telegram.text import html_to_plain, split_units
 from channels.types import Capabilities, ChatRef, ChatType, MessageRef
 
 log = structlog.get_logger(__name__)
@@ -60,7 +61,6 @@ T = TypeVar("T")
 
 WEBHOOK_PATH = "/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-OFFSET_KEY = "polling_offset"
 MAX_TEXT_UNITS = 4096  # Telegram's limit, in UTF-16 code units of the text after parsing
 SEND_ATTEMPTS = 3
 ADMIN_CACHE_SECONDS = 60.0
@@ -70,27 +70,6 @@ COMMANDS = (
     ("reset", "Start a new conversation"),
     ("help", "What I can do"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class TelegramOptions:
-    """The adapter's settings (the bot maps ``channels.telegram.*`` onto these)."""
-
-    token: str
-    api_base_url: str = "https://api.telegram.org"
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str = ""
-    webhook_secret: str = ""
-    allowed_updates: tuple[str, ...] = ("message",)
-    polling_timeout: int = 30
-    """Seconds one ``getUpdates`` long poll waits for updates."""
-    rate_limits: RateLimits | None = field(default_factory=RateLimits)
-    """``None`` turns pacing off (self-hosted Bot API servers, benchmarks)."""
-    reactions: bool = True
-    reply_context_chars: int = 500
-    retry_backoff: float = 0.5
-    """First delay before retrying a 5xx/network failure; doubles each time."""
-    name: str = "telegram"
 
 
 class TelegramChannel:
@@ -126,12 +105,9 @@ class TelegramChannel:
         self.pacer = SendPacer(options.rate_limits)
         self.me: BotIdentity | None = None
         self._handler: InboundHandler | None = None
-        self._poller: asyncio.Task[None] | None = None
-        self._offset: int | None = None
-        self._polling = False
-        self._handing_over = False  # the poller is handing a fetched batch to the bot
+        self._poller: Poller | None = None
         self._intake = Intake()
-        self._migrated: dict[str, str] = {}
+        self.migrations = ChatMigrations(state, options.name)
         self._admins: dict[str, tuple[float, frozenset[str]]] = {}
         self._initialized = False
 
@@ -164,8 +140,8 @@ class TelegramChannel:
                 )
         if self.options.mode == "polling":
             await self._leave_webhook()
-            self._polling = True
-            self._poller = asyncio.create_task(self._poll(), name="telegram:poll")
+            self._poller = Poller(self.bot, self.options, self._state, self._process)
+            self._poller.start()
         log.info("telegram.started", mode=self.options.mode, bot=self.me.username)
 
     async def _leave_webhook(self) -> None:
@@ -180,29 +156,10 @@ class TelegramChannel:
             log.warning("telegram.delete_webhook_failed", error=str(exc))
 
     async def stop_receiving(self) -> None:
-        """Stop polling (or refuse webhooks with 503); sending keeps working.
-
-        A poller waiting in a long poll or a back-off is cancelled: nothing it fetched is pending,
-        and an answer the cancelled getUpdates was about to read stays unconfirmed, so Telegram
-        delivers it again. A poller handing a fetched batch over is let finish it (a few database
-        inserts), as the protocol promises; only one that overruns the grace is cancelled, and
-        its unconfirmed updates come again too.
-        """
-        self._polling = False
+        """Stop polling (or refuse webhooks with 503); sending keeps working."""
         poller, self._poller = self._poller, None
         if poller is not None:
-            if not self._handing_over:
-                poller.cancel()
-            done, _ = await asyncio.wait({poller}, timeout=CLOSE_GRACE)
-            if not done:
-                log.warning("telegram.poller_overran", grace=CLOSE_GRACE)
-                poller.cancel()
-            try:
-                await poller
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.exception("telegram.poller_failed")
+            await poller.stop()
         busy = await self._intake.close()
         if busy:
             log.warning("telegram.webhooks_unfinished", count=busy)
@@ -227,65 +184,6 @@ class TelegramChannel:
             log.warning("telegram.set_commands_failed", error=str(exc))
 
     # -- receiving -------------------------------------------------------------------------
-
-    async def _poll(self) -> None:
-        self._offset = await self._stored_offset()
-        delay = self.options.retry_backoff
-        while self._polling:
-            try:
-                with translate_telegram_errors():
-                    updates = await self.bot.get_updates(
-                        offset=self._offset,
-                        timeout=self.options.polling_timeout,
-                        allowed_updates=list(self.options.allowed_updates),
-                    )
-            except RetryAfter as exc:
-                await asyncio.sleep(exc.retry_after)
-                continue
-            except Exception as exc:
-                # Whatever it is, the poller lives on: a dead poller is a bot deaf until restart.
-                error = str(exc) if isinstance(exc, ChannelError) else repr(exc)
-                log.warning("telegram.poll_failed", error=error, retry_in=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            self._handing_over = True
-            try:
-                await self._hand_over(updates)
-            except NotAccepted as exc:
-                if not self._polling:
-                    return
-                # The offset stays before the refused update: the next getUpdates fetches it
-                # (and those after it) again, in order.
-                log.warning("telegram.not_accepted", error=str(exc), retry_in=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            finally:
-                self._handing_over = False
-            delay = self.options.retry_backoff
-
-    async def _stored_offset(self) -> int | None:
-        try:
-            stored = await self._state.get(self.name, OFFSET_KEY)
-        except Exception as exc:
-            # Telegram itself remembers what was confirmed: without our copy, getUpdates starts
-            # at the earliest unconfirmed update, which is where we would start anyway.
-            log.warning("telegram.offset_unreadable", error=repr(exc))
-            return None
-        return int(stored) if stored else None
-
-    async def _hand_over(self, updates: Sequence[Update]) -> None:
-        """Hand ``updates`` to the bot in order; stops at the first one it does not take."""
-        for update in updates:
-            await self._process(update)
-            self._offset = update.update_id + 1
-            try:
-                # Persisted per update: a restart resumes after the last one handed over.
-                await self._state.set(self.name, OFFSET_KEY, str(self._offset))
-            except Exception as exc:
-                # The bot has the update; the next getUpdates confirms it all the same.
-                log.warning("telegram.offset_not_saved", offset=self._offset, error=repr(exc))
 
     async def handle_webhook(self, request: Request) -> Response:
         """Check the secret, hand the update over, then answer: 200 once the bot has it, 503
@@ -345,7 +243,7 @@ class TelegramChannel:
             )
             if isinstance(result, Skipped):
                 if result.migrate_to_chat_id is not None:
-                    await self._remember_migration(result.chat_id, str(result.migrate_to_chat_id))
+                    await self.migrations.remember(result.chat_id, str(result.migrate_to_chat_id))
                 log.info(
                     "inbound.skipped", channel=self.name, reason=result.reason, chat=result.chat_id
                 )
@@ -370,11 +268,11 @@ class TelegramChannel:
     async def _send(
         self, chat: ChatRef, text: str, reply_to: str | None, parse_mode: str | None
     ) -> list[MessageRef]:
-        chat_id = await self._chat_id(chat.chat_id)
+        chat_id = await self.migrations.resolve(chat.chat_id)
         try:
             message = await self._send_once(chat, chat_id, text, reply_to, parse_mode)
         except ChatMigrated as exc:
-            await self._remember_migration(chat_id, str(exc.new_chat_id))
+            await self.migrations.remember(chat_id, str(exc.new_chat_id))
             message = await self._send_once(chat, str(exc.new_chat_id), text, reply_to, parse_mode)
         except BadRequest as exc:
             reason = str(exc).lower()
@@ -452,7 +350,7 @@ class TelegramChannel:
         raise AssertionError("unreachable")
 
     async def set_typing(self, chat: ChatRef) -> None:
-        chat_id = await self._chat_id(chat.chat_id)
+        chat_id = await self.migrations.resolve(chat.chat_id)
         with translate_telegram_errors():
             await self.bot.send_chat_action(
                 chat_id,
@@ -462,21 +360,21 @@ class TelegramChannel:
 
     async def add_reaction(self, message: MessageRef, emoji: str) -> None:
         # setMessageReaction replaces the bot's reaction: one status emoji at a time.
-        chat_id = await self._chat_id(message.chat.chat_id)
+        chat_id = await self.migrations.resolve(message.chat.chat_id)
         with translate_telegram_errors():
             await self.bot.set_message_reaction(
                 chat_id, int(message.message_id), [ReactionTypeEmoji(emoji)]
             )
 
     async def remove_reaction(self, message: MessageRef, emoji: str) -> None:
-        chat_id = await self._chat_id(message.chat.chat_id)
+        chat_id = await self.migrations.resolve(message.chat.chat_id)
         with translate_telegram_errors():
             await self.bot.set_message_reaction(chat_id, int(message.message_id), [])
 
     async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
         if chat.chat_type is ChatType.DIRECT:
             return True
-        chat_id = await self._chat_id(chat.chat_id)
+        chat_id = await self.migrations.resolve(chat.chat_id)
         cached = self._admins.get(chat_id)
         now = time.monotonic()
         if cached is None or now - cached[0] > ADMIN_CACHE_SECONDS:
@@ -485,50 +383,3 @@ class TelegramChannel:
             cached = (now, frozenset(str(m.user.id) for m in members))
             self._admins[chat_id] = cached
         return user_id in cached[1]
-
-    # -- group → supergroup migration -------------------------------------------------------
-
-    async def _chat_id(self, chat_id: str) -> str:
-        if chat_id in self._migrated:
-            return self._migrated[chat_id]
-        if chat_id.startswith("-") and not chat_id.startswith("-100"):  # only basic groups move
-            new = await self._state.get(self.name, f"migrated:{chat_id}")
-            # Remember "not migrated" too: typing refreshes call this every few seconds.
-            self._migrated[chat_id] = new or chat_id
-            return self._migrated[chat_id]
-        return chat_id
-
-    async def _remember_migration(self, old: str, new: str) -> None:
-        log.info("telegram.chat_migrated", old=old, new=new)
-        self._migrated[old] = new
-        await self._state.set(self.name, f"migrated:{old}", new)
-
-
-_TAG = re.compile(r"<[^>]*>")
-
-
-def html_to_plain(text: str) -> str:
-    """Telegram HTML → the text a reader would see (tags dropped, entities decoded)."""
-    return html.unescape(_TAG.sub("", text))
-
-
-def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def split_units(text: str, limit: int) -> list[str]:
-    """Split ``text`` into pieces of at most ``limit`` UTF-16 units, preferring line breaks."""
-    pieces: list[str] = []
-    rest = text
-    while utf16_len(rest) > limit:
-        cut = len(rest)
-        while utf16_len(rest[:cut]) > limit:
-            cut = max(1, cut * limit // max(1, utf16_len(rest[:cut])) - 1)
-        newline = rest.rfind("\n", 0, cut)
-        space = rest.rfind(" ", 0, cut)
-        point = newline if newline > cut // 2 else space if space > cut // 2 else cut
-        pieces.append(rest[:point])
-        rest = rest[point:].lstrip("\n ")
-    if rest:
-        pieces.append(rest)
-    return pieces
