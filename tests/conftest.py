@@ -21,7 +21,12 @@ from tests.fakes.llm_server import FakeLLM
 
 # A plugin rather than imports: the Slack test modules share its fixtures, and importing a fixture
 # into a module reads as an unused import to ruff.
-pytest_plugins = ["tests.slack_support", "tests.storage_support", "tests.telegram_support"]
+pytest_plugins = [
+    "tests.slack_support",
+    "tests.storage_support",
+    "tests.telegram_support",
+    "tests.zalo_support",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ a token that can never work still stops start-up with a clear error."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -114,12 +113,6 @@ async def test_shutdown_cancels_a_pending_retry(
 # -- a start-up call that fails in an unexpected way (issue 11, point 6) -----------------------
 
 
-@pytest.fixture
-async def zalo_server() -> AsyncIterator[FakeZalo]:
-    async with FakeZalo() as server:
-        yield server
-
-
 async def test_telegram_delete_webhook_refused_still_polls(tg: FakeTelegram) -> None:
     tg.fail_next("deleteWebhook", 400, "Bad Request: something unexpected")
     handler = Handler()
@@ -131,26 +124,26 @@ async def test_telegram_delete_webhook_refused_still_polls(tg: FakeTelegram) -> 
     assert any(e["event"] == "telegram.delete_webhook_failed" for e in logs)
 
 
-async def test_zalo_webhook_check_refused_still_polls(zalo_server: FakeZalo) -> None:
-    zalo_server.fail("getWebhookInfo", 400, description="unexpected")
+async def test_zalo_webhook_check_refused_still_polls(zalo: FakeZalo) -> None:
+    zalo.fail("getWebhookInfo", 400, description="unexpected")
     handler = Handler()
-    zalo_server.push(text_event("anyone there?", chat_id="u1"))
+    zalo.push(text_event("anyone there?", chat_id="u1"))
     with capture_logs() as logs:
-        async with running_zalo(zalo_server, handler):
+        async with running_zalo(zalo, handler):
             await handler.wait_for(lambda: handler.taken)
     assert handler.texts() == ["anyone there?"]
-    assert len(zalo_server.calls("getWebhookInfo")) == 1  # a 400 is not retried
+    assert len(zalo.calls("getWebhookInfo")) == 1  # a 400 is not retried
     skipped = [e for e in logs if e["event"] == "zalo.setup_step_skipped"]
     assert skipped and skipped[0]["method"] == "deleteWebhook"
 
 
-async def test_zalo_set_webhook_refused_is_logged_once_not_spun(zalo_server: FakeZalo) -> None:
-    zalo_server.fail("setWebhook", 400, description="url is not https")
+async def test_zalo_set_webhook_refused_is_logged_once_not_spun(zalo: FakeZalo) -> None:
+    zalo.fail("setWebhook", 400, description="url is not https")
     with capture_logs() as logs:
-        async with running_zalo(zalo_server, Handler(), mode="webhook") as channel:
+        async with running_zalo(zalo, Handler(), mode="webhook") as channel:
             runner = channel._runner
             assert runner is not None
             await asyncio.wait_for(runner, 5)  # set-up ended instead of retrying a 400
-    assert len(zalo_server.calls("setWebhook")) == 1
+    assert len(zalo.calls("setWebhook")) == 1
     skipped = [e for e in logs if e["event"] == "zalo.setup_step_skipped"]
     assert skipped and skipped[0]["method"] == "setWebhook"

@@ -10,7 +10,6 @@ recorded as seen is forgotten, so the redelivery is taken, once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import pytest
@@ -35,12 +34,6 @@ from tests.inbound_support import (
     running_zalo,
     webhook_client,
 )
-
-
-@pytest.fixture
-async def zalo_server() -> AsyncIterator[FakeZalo]:
-    async with FakeZalo() as server:
-        yield server
 
 
 class TestTelegramPolling:
@@ -110,17 +103,15 @@ class TestTelegramWebhook:
 
 
 class TestZaloPolling:
-    async def test_refused_update_is_kept_and_offered_again_in_order(
-        self, zalo_server: FakeZalo
-    ) -> None:
-        zalo_server.updates_shape = "list"
+    async def test_refused_update_is_kept_and_offered_again_in_order(self, zalo: FakeZalo) -> None:
+        zalo.updates_shape = "list"
         handler, seen = Handler(refuse=2), MemorySeen()
-        zalo_server.push(text_event("one", chat_id="u1"), text_event("two", chat_id="u1"))
-        async with running_zalo(zalo_server, handler, seen=seen):
+        zalo.push(text_event("one", chat_id="u1"), text_event("two", chat_id="u1"))
+        async with running_zalo(zalo, handler, seen=seen):
             await handler.wait_for(lambda: len(handler.taken) == 2)
         # Zalo handed both over in the first getUpdates and can't do it again: the adapter kept
         # them until the bot took them.
-        assert zalo_server.pending_updates == 0
+        assert zalo.pending_updates == 0
         assert handler.refused_texts() == ["one", "one"]
         assert handler.texts() == ["one", "two"]
         assert len(seen.forgotten) == 2
@@ -128,10 +119,10 @@ class TestZaloPolling:
 
 class TestZaloWebhook:
     async def test_refused_update_gets_503_and_its_redelivery_is_taken_once(
-        self, zalo_server: FakeZalo
+        self, zalo: FakeZalo
     ) -> None:
         handler, seen = Handler(refuse=1), MemorySeen()
-        async with running_zalo(zalo_server, handler, seen=seen, mode="webhook") as channel:
+        async with running_zalo(zalo, handler, seen=seen, mode="webhook") as channel:
             payload = text_event("xin chào", chat_id="u1", message_id="m-1")
             headers = {ZALO_SECRET_HEADER: ZALO_SECRET}
             async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:
@@ -143,10 +134,10 @@ class TestZaloWebhook:
         assert (taken.status_code, again.status_code) == (200, 200)
         assert handler.texts() == ["xin chào"]
 
-    async def test_answers_only_after_the_handler_returned(self, zalo_server: FakeZalo) -> None:
+    async def test_answers_only_after_the_handler_returned(self, zalo: FakeZalo) -> None:
         handler = Handler()
         handler.hold()
-        async with running_zalo(zalo_server, handler, mode="webhook") as channel:
+        async with running_zalo(zalo, handler, mode="webhook") as channel:
             headers = {ZALO_SECRET_HEADER: ZALO_SECRET}
             payload = text_event("hi", chat_id="u1")
             async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:

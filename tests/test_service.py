@@ -137,3 +137,18 @@ class TestInteractiveChat:
             assert "bot> second answer" in out.decode()
             sent = [r.json["messages"][-1]["content"] for r in llm.chat_requests]
             assert sent == ["hello", "again"]
+
+
+@pytest.mark.parametrize(
+    "command", [["pairing", "list"], ["inbox"], ["traces"], ["agents", "list"]]
+)
+async def test_one_shot_commands_say_clearly_when_the_database_is_unreachable(
+    tmp_path: Path, command: list[str]
+) -> None:
+    (tmp_path / "config.yaml").write_text(
+        'database: {url: "postgresql+asyncpg://bob:hunter2@127.0.0.1:1/nope"}\n'
+    )
+    code, _, err = await run_cli(tmp_path, *command)
+    assert code == 2
+    assert err.startswith("loopgate: cannot open database") and "Traceback" not in err
+    assert "hunter2" not in err

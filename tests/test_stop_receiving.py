@@ -7,9 +7,7 @@ what was already fetched is handed over before it returns. ``stop()`` still work
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import pytest
 from structlog.testing import capture_logs
 
 from channels import ChatRef, ChatType
@@ -31,12 +29,6 @@ from tests.inbound_support import (
     running_zalo,
     webhook_client,
 )
-
-
-@pytest.fixture
-async def zalo_server() -> AsyncIterator[FakeZalo]:
-    async with FakeZalo() as server:
-        yield server
 
 
 def live_tasks(name: str) -> list[asyncio.Task[object]]:
@@ -87,27 +79,25 @@ class TestTelegram:
 
 
 class TestZalo:
-    async def test_polling_ends_and_sending_still_works(self, zalo_server: FakeZalo) -> None:
+    async def test_polling_ends_and_sending_still_works(self, zalo: FakeZalo) -> None:
         handler = Handler()
-        async with running_zalo(zalo_server, handler) as channel:
-            await zalo_server.wait_for(lambda: zalo_server.calls("getUpdates"))
+        async with running_zalo(zalo, handler) as channel:
+            await zalo.wait_for(lambda: zalo.calls("getUpdates"))
             await channel.stop_receiving()
             assert live_tasks("zalo:runner") == []
-            polls = len(zalo_server.calls("getUpdates"))
-            zalo_server.push(text_event("after the stop", chat_id="u1"))
+            polls = len(zalo.calls("getUpdates"))
+            zalo.push(text_event("after the stop", chat_id="u1"))
             await channel.send_text(ChatRef("zalo", "u1", ChatType.DIRECT), "still here")
-            assert zalo_server.texts() == ["still here"]
-        assert len(zalo_server.calls("getUpdates")) == polls
-        assert zalo_server.pending_updates == 1 and handler.taken == []
+            assert zalo.texts() == ["still here"]
+        assert len(zalo.calls("getUpdates")) == polls
+        assert zalo.pending_updates == 1 and handler.taken == []
 
-    async def test_a_fetched_batch_is_handed_over_before_it_returns(
-        self, zalo_server: FakeZalo
-    ) -> None:
-        zalo_server.updates_shape = "list"
+    async def test_a_fetched_batch_is_handed_over_before_it_returns(self, zalo: FakeZalo) -> None:
+        zalo.updates_shape = "list"
         handler = Handler()
         handler.hold()
-        async with running_zalo(zalo_server, handler) as channel:
-            zalo_server.push(text_event("one", chat_id="u1"), text_event("two", chat_id="u2"))
+        async with running_zalo(zalo, handler) as channel:
+            zalo.push(text_event("one", chat_id="u1"), text_event("two", chat_id="u2"))
             await handler.wait_for(lambda: handler.holding == 1)
             stopping = asyncio.ensure_future(channel.stop_receiving())
             assert await pending(stopping)
@@ -116,11 +106,11 @@ class TestZalo:
             assert handler.texts() == ["one", "two"]
 
     async def test_refusals_while_stopping_end_after_the_grace_and_are_logged(
-        self, zalo_server: FakeZalo
+        self, zalo: FakeZalo
     ) -> None:
         handler = Handler(refuse=1_000)
-        zalo_server.push(text_event("never taken", chat_id="u1", message_id="m-9"))
-        async with running_zalo(zalo_server, handler, handover_grace=0.3) as channel:
+        zalo.push(text_event("never taken", chat_id="u1", message_id="m-9"))
+        async with running_zalo(zalo, handler, handover_grace=0.3) as channel:
             await handler.wait_for(lambda: handler.refused)
             with capture_logs() as logs:
                 await asyncio.wait_for(channel.stop_receiving(), 5)
@@ -128,9 +118,9 @@ class TestZalo:
         assert lost and lost[0]["message_ids"] == ["m-9"]
         assert lost[0]["log_level"] == "error"
 
-    async def test_webhooks_answer_503_afterwards(self, zalo_server: FakeZalo) -> None:
+    async def test_webhooks_answer_503_afterwards(self, zalo: FakeZalo) -> None:
         handler = Handler()
-        async with running_zalo(zalo_server, handler, mode="webhook") as channel:
+        async with running_zalo(zalo, handler, mode="webhook") as channel:
             await channel.stop_receiving()
             payload = text_event("late", chat_id="u1")
             headers = {ZALO_SECRET_HEADER: ZALO_SECRET}

@@ -15,15 +15,9 @@ from channels.zalo import (
     parse_update,
     parse_updates,
 )
-from tests.fakes.zalo_server import FakeZalo, image_event, text_event
+from tests.fakes.zalo_server import DEFAULT_TOKEN, FakeZalo, image_event, text_event
 
-TOKEN = "12345:fake-token"
-
-
-@pytest.fixture
-async def zalo() -> AsyncIterator[FakeZalo]:
-    async with FakeZalo(TOKEN) as server:
-        yield server
+TOKEN = DEFAULT_TOKEN  # the fixture's fake server (tests/zalo_support.py)
 
 
 @pytest.fixture

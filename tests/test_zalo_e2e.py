@@ -21,17 +21,11 @@ from bot.app import Loopgate
 from bot.http.server import create_app
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, delay, error, text
-from tests.fakes.zalo_server import FakeZalo, event, image_event, text_event
+from tests.fakes.zalo_server import DEFAULT_TOKEN, FakeZalo, event, image_event, text_event
 
-TOKEN = "12345:fake-token"
+TOKEN = DEFAULT_TOKEN  # the fixture's fake server (tests/zalo_support.py)
 SECRET = "webhook-secret-123"
 HOOK = "http://loopgate.test/zalo/webhook"
-
-
-@pytest.fixture
-async def zalo() -> AsyncIterator[FakeZalo]:
-    async with FakeZalo(TOKEN) as server:
-        yield server
 
 
 def zalo_config(tmp_path: Path, llm: FakeLLM, zalo: FakeZalo, **overrides: Any) -> Any:

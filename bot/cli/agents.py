@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import ValidationError
 
+from bot.cli.database import with_database
 from bot.config import AgentConfig, Config
 
 if TYPE_CHECKING:  # the storage stack is imported on use: `loopgate --help` stays quick
@@ -28,17 +29,9 @@ SETTABLE = ("provider", "model", "system_prompt", "max_iterations")
 async def _with_store(
     config: Config, action: Callable[[SqlAgentStore], Awaitable[int]], err: TextIO
 ) -> int:
-    from bot.storage import SqlAgentStore, StorageError, open_database
+    from bot.storage import SqlAgentStore
 
-    try:
-        db = await open_database(config.database.url)
-    except StorageError as exc:
-        print(f"loopgate: {exc}", file=err)
-        return 2
-    try:
-        return await action(SqlAgentStore(db))
-    finally:
-        await db.aclose()
+    return await with_database(config, lambda db: action(SqlAgentStore(db)), err)
 
 
 def _streams(out: TextIO | None, err: TextIO | None) -> tuple[TextIO, TextIO]:

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from bot.cli import agents as agents_cli
 from bot.cli import inbox as inbox_cli
+from bot.cli.database import with_database
 from bot.config import Config, ConfigFileError, load_config
 from bot.logging_setup import configure_logging
+from bot.storage import Database
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,10 +108,8 @@ async def _serve_async(config: Config) -> int:
 
 async def _pairing(config: Config, command: str, code: str) -> int:
     from bot.access import PairingStore
-    from bot.storage import open_database
 
-    db = await open_database(config.database.url)
-    try:
+    async def act(db: Database) -> int:
         store = PairingStore(db)
         if command == "list":
             pending = await store.pending()
@@ -128,8 +128,8 @@ async def _pairing(config: Config, command: str, code: str) -> int:
             return 1
         print(f"approved {approved.channel} user {approved.user_id} {approved.name}".rstrip())
         return 0
-    finally:
-        await db.aclose()
+
+    return await with_database(config, act)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,9 +7,9 @@ import sys
 from datetime import datetime
 from typing import Any, TextIO
 
+from bot.cli.database import with_database
 from bot.config import Config
-from bot.storage import open_database
-from bot.storage.errors import StorageError
+from bot.storage import Database
 from bot.storage.inbox import InboxEntry, SqlInbox
 from bot.storage.models import utcnow
 
@@ -30,27 +30,27 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def run(config: Config, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    try:
-        db = await open_database(config.database.url)
-    except StorageError as exc:
-        print(f"loopgate: {exc}", file=sys.stderr)
-        return 2
-    try:
+    entries: list[InboxEntry] = []
+
+    async def act(db: Database) -> int:
         inbox = SqlInbox(db, owner="cli")
-        if args.inbox_command == "retry":
-            entry = await inbox.retry(args.id)
-            if entry is None:
-                print(f"loopgate: no inbox entry {args.id}", file=sys.stderr)
-                return 1
-            print(
-                f"entry {entry.id} queued again: a running `loopgate serve` answers it within "
-                "seconds, otherwise the next one to start does",
-                file=out,
-            )
+        if args.inbox_command != "retry":
+            entries.extend(await inbox.unanswered(limit=max(1, args.last)))
             return 0
-        entries = await inbox.unanswered(limit=max(1, args.last))
-    finally:
-        await db.aclose()
+        entry = await inbox.retry(args.id)
+        if entry is None:
+            print(f"loopgate: no inbox entry {args.id}", file=sys.stderr)
+            return 1
+        print(
+            f"entry {entry.id} queued again: a running `loopgate serve` answers it within "
+            "seconds, otherwise the next one to start does",
+            file=out,
+        )
+        return 0
+
+    code = await with_database(config, act)
+    if code or args.inbox_command == "retry":
+        return code
     if not entries:
         print("inbox: every message was answered", file=out)
         return 0

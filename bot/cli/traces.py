@@ -5,25 +5,24 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from agent_core.tracing import render_tree
+from agent_core.tracing import Trace, render_tree
+from bot.cli.database import with_database
 from bot.config import Config
-from bot.storage import SqlTraceStore, open_database
-from bot.storage.errors import StorageError
+from bot.storage import Database, SqlTraceStore
 
 
 async def print_traces(
     config: Config, *, session: str | None = None, last: int = 10, out: TextIO = sys.stdout
 ) -> int:
     """Print the ``last`` newest traces (of one session when given); returns the exit code."""
-    try:
-        db = await open_database(config.database.url)
-    except StorageError as exc:
-        print(f"loopgate: {exc}", file=sys.stderr)
-        return 2
-    try:
-        traces = await SqlTraceStore(db).recent_traces(session_key=session, limit=last)
-    finally:
-        await db.aclose()
+    traces: list[Trace] = []
+
+    async def act(db: Database) -> int:
+        traces.extend(await SqlTraceStore(db).recent_traces(session_key=session, limit=last))
+        return 0
+
+    if code := await with_database(config, act):
+        return code
     if not traces:
         where = f" for session {session}" if session else ""
         print(f"no traces{where}", file=out)

@@ -41,6 +41,9 @@ __all__ = ["Failure", "FakeZalo", "Recorded", "event", "image_event", "text_even
 _ids = itertools.count(1)
 
 
+DEFAULT_TOKEN = "12345:fake-token"
+
+
 def event(
     event_name: str,
     *,
@@ -90,7 +93,7 @@ class Failure:
 
 
 class FakeZalo:
-    def __init__(self, token: str = "12345:fake-token", *, idle_wait: float = 0.2) -> None:
+    def __init__(self, token: str = DEFAULT_TOKEN, *, idle_wait: float = 0.2) -> None:
         self.token = token
         self.idle_wait = idle_wait  # cap on how long an idle getUpdates waits before 408
         self.updates_shape: Literal["object", "list"] = "object"
