@@ -275,72 +275,67 @@ async def restart_answers_each_once(svc: Service, users: ThreeUsers, llm: FakeLL
     assert users.clean()
 
 
+@asynccontextmanager
+async def three_answers_cut_short(
+    tmp_path: Path, **bot: Any
+) -> AsyncIterator[tuple[Service, ThreeUsers, FakeLLM]]:
+    """A service on the three fake platforms, each user's answer being written (LLM delayed)."""
+    async with (
+        FakeLLM() as llm,
+        FakeTelegram() as tg,
+        FakeSlack() as slack,
+        FakeZalo() as zalo,
+    ):
+        llm.script(CUT_OFF, CUT_OFF, CUT_OFF)
+        config = write_config(tmp_path, llm, tg=tg, slack=slack, zalo=zalo, bot=bot or None)
+        users = ThreeUsers(tg, slack, zalo)
+        async with service(tmp_path, config) as svc:
+            await three_answers_being_written(svc, users, llm)
+            yield svc, users, llm
+
+
 class TestDeployMidAnswer:
     async def test_sigterm_cuts_three_answers_and_the_next_process_gives_each_once(
         self, tmp_path: Path
     ) -> None:
-        async with (
-            FakeLLM() as llm,
-            FakeTelegram() as tg,
-            FakeSlack() as slack,
-            FakeZalo() as zalo,
-        ):
-            llm.script(CUT_OFF, CUT_OFF, CUT_OFF)
-            config = write_config(
-                tmp_path, llm, tg=tg, slack=slack, zalo=zalo, bot={"shutdown_grace": 1.5}
-            )
-            users = ThreeUsers(tg, slack, zalo)
-            async with service(tmp_path, config) as svc:
-                await three_answers_being_written(svc, users, llm)
+        async with three_answers_cut_short(tmp_path, shutdown_grace=1.5) as (svc, users, llm):
+            svc.signal(signal.SIGTERM)
+            # Draining: a load balancer is told to stop sending here.
+            health = await svc.poll_health(lambda r: r.status_code == 503)
+            assert health.json()["status"] == "draining"
+            assert health.json()["inbox"]["running"] == 3, health.json()
+            assert await svc.exited() in EXITED, svc.log()
 
-                svc.signal(signal.SIGTERM)
-                # Draining: a load balancer is told to stop sending here.
-                health = await svc.poll_health(lambda r: r.status_code == 503)
-                assert health.json()["status"] == "draining"
-                assert health.json()["inbox"]["running"] == 3, health.json()
-                assert await svc.exited() in EXITED, svc.log()
+            # A clean stop: the cut-off runs are back in the inbox, nothing half sent, and
+            # the progress reactions were removed while the channels could still talk.
+            log = svc.log()
+            assert log.count("run.interrupted") == 3, log
+            assert "reaction.failed" not in log and "not initialized" not in log, log
+            assert "Traceback" not in log, log
+            assert not any(users.answers().values()), users.answers()
+            assert users.clean(), (users.tg_reactions(), users.slack_reactions())
+            rows = inbox_rows(await svc.inbox())
+            assert [row[2] for row in rows] == ["queued"] * 3, rows
+            assert all("interrupted by shutdown" in " ".join(row) for row in rows), rows
 
-                # A clean stop: the cut-off runs are back in the inbox, nothing half sent, and
-                # the progress reactions were removed while the channels could still talk.
-                log = svc.log()
-                assert log.count("run.interrupted") == 3, log
-                assert "reaction.failed" not in log and "not initialized" not in log, log
-                assert "Traceback" not in log, log
-                assert not any(users.answers().values()), users.answers()
-                assert users.clean(), (users.tg_reactions(), users.slack_reactions())
-                rows = inbox_rows(await svc.inbox())
-                assert [row[2] for row in rows] == ["queued"] * 3, rows
-                assert all("interrupted by shutdown" in " ".join(row) for row in rows), rows
-
-                await restart_answers_each_once(svc, users, llm)
+            await restart_answers_each_once(svc, users, llm)
 
     async def test_sigkill_mid_answer_and_the_next_process_gives_each_once(
         self, tmp_path: Path
     ) -> None:
-        async with (
-            FakeLLM() as llm,
-            FakeTelegram() as tg,
-            FakeSlack() as slack,
-            FakeZalo() as zalo,
-        ):
-            llm.script(CUT_OFF, CUT_OFF, CUT_OFF)
-            config = write_config(tmp_path, llm, tg=tg, slack=slack, zalo=zalo)
-            users = ThreeUsers(tg, slack, zalo)
-            async with service(tmp_path, config) as svc:
-                await three_answers_being_written(svc, users, llm)
+        async with three_answers_cut_short(tmp_path) as (svc, users, llm):
+            svc.signal(signal.SIGKILL)  # a crash or an OOM kill: no drain, no cleanup
+            assert await svc.exited() == -signal.SIGKILL
+            assert not any(users.answers().values()), users.answers()
+            assert not users.clean()  # the dead process left its thinking reaction
+            # The operator sees what the dead process was doing, and since when.
+            rows = inbox_rows(await svc.inbox())
+            assert [row[2] for row in rows] == ["running"] * 3, rows
+            assert all(age_seconds(row[1]) < 60 for row in rows), rows
+            sessions = sorted(row[3].split(":")[2] for row in rows)
+            assert sessions == ["slack", "telegram", "zalo"], rows
 
-                svc.signal(signal.SIGKILL)  # a crash or an OOM kill: no drain, no cleanup
-                assert await svc.exited() == -signal.SIGKILL
-                assert not any(users.answers().values()), users.answers()
-                assert not users.clean()  # the dead process left its thinking reaction
-                # The operator sees what the dead process was doing, and since when.
-                rows = inbox_rows(await svc.inbox())
-                assert [row[2] for row in rows] == ["running"] * 3, rows
-                assert all(age_seconds(row[1]) < 60 for row in rows), rows
-                sessions = sorted(row[3].split(":")[2] for row in rows)
-                assert sessions == ["slack", "telegram", "zalo"], rows
-
-                await restart_answers_each_once(svc, users, llm)
+            await restart_answers_each_once(svc, users, llm)
 
 
 class TestGracefulStop:
