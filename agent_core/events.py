@@ -24,6 +24,8 @@ class EventType(enum.StrEnum):
     TOOL_RESULT = "tool.result"
     BLOCK_REPLY = "block.reply"  # assistant text written between tool iterations
     RUN_RETRYING = "run.retrying"
+    CHILD_STARTED = "child.started"  # {agent, task_id, kind, background, active_children}
+    CHILD_COMPLETED = "child.completed"  # the same, with status
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
 

@@ -41,10 +41,17 @@ from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
 from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
-from agent_core.tools.base import ToolContext, ToolRegistry
-from agent_core.tracing import SpanKind, Trace, messages_as_json, new_trace, verbose_enabled
+from agent_core.orchestration.workspaces import RunWorkspace, resolve_run_workspace
+from agent_core.tools.base import ToolContext, ToolKind, ToolRegistry
+from agent_core.tracing import (
+    SpanKind,
+    Trace,
+    messages_as_json,
+    new_trace,
+    tool_span_id,
+    verbose_enabled,
+)
 from agent_core.uncancellable import finish_despite_cancel
-from agent_core.workspace import user_workspace
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +73,7 @@ class _RunState:
     budget: ToolBudget | None = None  # the run's tool calls; set on the first tool batch
     stored: list[Message] = field(default_factory=list)  # the session before this run
     summary: str | None = None  # the session's summary before this run
+    place: RunWorkspace | None = None  # the run's default workspace and extra roots
     compacted: bool = False  # mid-loop compaction happens at most once per run
     stop_reason: str | None = None  # set when the run stopped early (trace marked error)
 
@@ -128,7 +136,13 @@ class Loop:
             self.active_runs -= 1
 
     async def _run(self, request: RunRequest) -> RunResult:
-        trace = new_trace(request.run_id, request.session_key, self.settings.id)
+        trace = new_trace(
+            request.run_id,
+            request.session_key,
+            self.settings.id,
+            parent_trace_id=request.parent_trace_id,
+            parent_span_id=request.parent_span_id,
+        )
         await self._emit(request, EventType.RUN_STARTED, message=request.message)
         state: _RunState | None = None
         try:
@@ -196,13 +210,21 @@ class Loop:
         return result
 
     async def _prepare(self, request: RunRequest, trace: Trace) -> _RunState:
-        workspace = user_workspace(self.settings.workspace, request.user_id)
+        place = resolve_run_workspace(self.settings, request)
+        mode = PromptMode.MINIMAL if request.minimal_prompt else PromptMode.FULL
         await asyncio.to_thread(self.workspaces.ensure_user_files, request.user_id)
-        files = await asyncio.to_thread(
-            self.workspaces.context_files, request.user_id, PromptMode.FULL
-        )
+        files = await asyncio.to_thread(self.workspaces.context_files, request.user_id, mode)
         history = await self.store.load_history(request.session_key)
-        system = build_system_prompt(self.settings, request, self.tools, workspace, files=files)
+        system = build_system_prompt(
+            self.settings,
+            request,
+            self.tools,
+            place.default,
+            mode=mode,
+            files=files,
+            extra=request.extra_context,
+            team_workspace=place.team,
+        )
         messages = [Message.system(system)]
         if history.summary:
             messages += summary_messages(history.summary)
@@ -216,6 +238,7 @@ class Loop:
             buffer=[user],
             stored=history.messages,
             summary=history.summary,
+            place=place,
         )
 
     def _bounded_input(self, text: str) -> str:
@@ -363,8 +386,12 @@ class Loop:
 
     async def _run_tools(self, state: _RunState, calls: list[ToolCall]) -> list[ToolOutcome]:
         request = state.request
+        place = state.place or resolve_run_workspace(self.settings, request)
         ctx = ToolContext(
-            workspace=user_workspace(self.settings.workspace, request.user_id),
+            workspace=place.default,
+            extra_roots=place.extra_roots,
+            request=request,
+            trace_id=state.trace.id,
             session_key=request.session_key,
             user_id=request.user_id,
             agent_id=self.settings.id,
@@ -383,7 +410,13 @@ class Loop:
             )
 
         async def after(outcome: ToolOutcome) -> None:
-            span = state.trace.start_span(SpanKind.TOOL, outcome.call.name, id=outcome.call.id)
+            tool = self.tools.get(outcome.call.name)
+            # Tools that start other runs are tracked apart (spec), under the id their child
+            # traces link to.
+            orchestrates = tool is not None and tool.kind is ToolKind.ORCHESTRATE
+            kind = SpanKind.ASYNC_TOOL if orchestrates else SpanKind.TOOL
+            span = state.trace.start_span(kind, outcome.call.name, id=outcome.call.id)
+            span.id = tool_span_id(state.trace.id, outcome.call.id)
             span.started_at = outcome.started_at
             span.duration_ms = outcome.duration_ms
             span.error = outcome.is_error
@@ -409,6 +442,7 @@ class Loop:
             hooks=self.hooks,
             budget=state.budget,
             max_parallel=self.settings.max_parallel_tools,
+            max_parallel_children=self.settings.max_parallel_children,
         )
 
     async def _fail(

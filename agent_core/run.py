@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from agent_core.messages import Usage
 
@@ -32,6 +34,20 @@ class RunRequest:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     max_iterations: int | None = None  # overrides the agent's cap for this run
     stream: bool = True
+    chat_id: str = ""  # "<channel>:<chat>": scopes isolated team workspaces
+    # Orchestration (agent_core/orchestration): set on child, delegated and dispatched runs.
+    depth: int = 0  # 0: a user's run; 1: its child; …
+    parent_run_id: str | None = None
+    parent_trace_id: str | None = None
+    parent_span_id: str | None = None
+    minimal_prompt: bool = False  # the spec's Minimal prompt (children)
+    extra_context: str = ""  # added inside <extra_context> (the parent's brief)
+    workspace: Path | None = None  # replaces the default workspace (team task, delegation)
+    extra_roots: tuple[Path, ...] = ()  # also reachable by absolute path
+    team_task_id: str | None = None  # the team task this run was dispatched for
+    origin: Any = field(default=None, compare=False)
+    """Opaque to the agent core: where the run came from (the bot's chat). Background results
+    are announced back with it."""
 
 
 @dataclass(slots=True)

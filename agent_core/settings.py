@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_core.orchestration.modes import OrchestrationProfile
+
 MAX_ITERATIONS = 20
 CONTEXT_WINDOW = 200_000
 MAX_MESSAGE_CHARS = 32_768
@@ -14,6 +16,10 @@ MAX_PARALLEL_TOOLS = 4
 CONTEXT_FILE_MAX_CHARS = 20_000
 MAX_FILE_BYTES = 1 << 20  # 1 MiB: the most one write_file may write
 WORKSPACE_MAX_BYTES = 100 << 20  # 100 MiB: the quota of one user's workspace
+MAX_PARALLEL_CHILDREN = 4  # child runs of one batch running at once
+MAX_SPAWN_DEPTH = 2  # a child may spawn, a grandchild may not
+MAX_CHILDREN_PER_RUN = 8  # spawn/delegate/dispatch calls one run may make
+CHILD_TIMEOUT = 600.0  # seconds a child run may take before it is cancelled
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +101,8 @@ class AgentSettings:
     extra_context: str = ""  # added to the prompt inside <extra_context>
     pruning: PruningSettings = field(default_factory=PruningSettings)
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    orchestration: OrchestrationProfile = field(default_factory=OrchestrationProfile)
+    max_parallel_children: int = MAX_PARALLEL_CHILDREN
+    max_spawn_depth: int = MAX_SPAWN_DEPTH
+    max_children_per_run: int = MAX_CHILDREN_PER_RUN
+    child_timeout: float = CHILD_TIMEOUT

@@ -5,6 +5,8 @@ The policy (agent-loop spec, tool execution):
 - a single call runs inline;
 - a batch whose calls are all known, read-only, synchronous tools, and that fits in the run's
   remaining tool-call budget, runs through a bounded pool; results keep the assistant's order;
+- a batch made only of orchestration calls (spawn, delegate, team_tasks) runs concurrently too,
+  bounded by ``max_parallel_children``: each starts its own child run;
 - any other batch (a mutating, async, ``exec``/shell, ``wait`` or unknown tool, or one that
   would overrun the budget) runs one call at a time, because a later call may depend on what an
   earlier one changed;
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import structlog
@@ -30,7 +32,7 @@ import structlog
 from agent_core.errors import ToolError
 from agent_core.hooks import PreToolUseHook, blocked_message, check_pre_tool_use
 from agent_core.messages import ToolCall
-from agent_core.settings import MAX_PARALLEL_TOOLS, MAX_TOOL_CALLS
+from agent_core.settings import MAX_PARALLEL_CHILDREN, MAX_PARALLEL_TOOLS, MAX_TOOL_CALLS
 from agent_core.tools.base import ToolContext, ToolKind, ToolRegistry
 
 log = structlog.get_logger(__name__)
@@ -76,7 +78,7 @@ AfterCall = Callable[[ToolOutcome], Awaitable[None]]
 async def run_tool(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> ToolOutcome:
     """Run one call; every failure becomes an error result the model can read and recover from."""
     started_at, t0 = datetime.now(UTC), time.perf_counter()
-    content, is_error = await _invoke(call, registry, ctx)
+    content, is_error = await _invoke(call, registry, replace(ctx, call_id=call.id))
     if len(content) > MAX_RESULT_CHARS:
         content = content[:MAX_RESULT_CHARS] + f"\n[truncated: {len(content)} characters]"
     duration = (time.perf_counter() - t0) * 1000
@@ -85,6 +87,8 @@ async def run_tool(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
 
 async def _invoke(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> tuple[str, bool]:
     tool = registry.get(call.name)
+    if tool is None and call.name in registry.hidden:
+        return f"Error: {call.name} is not available: {registry.hidden[call.name]}.", True
     if tool is None:
         known = ", ".join(sorted(registry.tools)) or "none"
         return f"Error: unknown tool {call.name!r}. Available: {known}.", True
@@ -101,6 +105,17 @@ async def _invoke(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> t
     except Exception as exc:
         log.exception("tool.crashed", tool=call.name)
         return f"Error: {call.name} failed: {type(exc).__name__}: {exc}", True
+
+
+def fan_out(calls: Sequence[ToolCall], registry: ToolRegistry, budget: ToolBudget) -> bool:
+    """A batch of two or more orchestration calls (spawn, delegate, team_tasks): their child
+    runs go in parallel, bounded by the children limit."""
+    if len(calls) < 2 or len(calls) > budget.remaining:
+        return False
+    return all(
+        (tool := registry.get(call.name)) is not None and tool.kind is ToolKind.ORCHESTRATE
+        for call in calls
+    )
 
 
 def parallel_safe(calls: Sequence[ToolCall], registry: ToolRegistry, budget: ToolBudget) -> bool:
@@ -129,6 +144,7 @@ async def execute_tool_calls(
     hooks: Sequence[PreToolUseHook] = (),
     budget: ToolBudget | None = None,
     max_parallel: int = MAX_PARALLEL_TOOLS,
+    max_parallel_children: int = MAX_PARALLEL_CHILDREN,
 ) -> list[ToolOutcome]:
     """Run the calls by the policy above; ``before``/``after`` emit events and spans."""
     budget = budget if budget is not None else ToolBudget()
@@ -152,13 +168,17 @@ async def execute_tool_calls(
         await after(outcome)
         return outcome
 
-    if not parallel_safe(calls, registry, budget):
+    if fan_out(calls, registry, budget):
+        width = max_parallel_children
+    elif parallel_safe(calls, registry, budget):
+        width = max_parallel
+    else:
         # Hook and budget decisions happen just before each call, after the previous one ran.
         return [await one(call, await refused(call)) for call in calls]
 
     # Every hook decides before any raw I/O of the batch starts.
     verdicts = [await refused(call) for call in calls]
-    gate = asyncio.Semaphore(max_parallel)
+    gate = asyncio.Semaphore(width)
 
     async def bounded(call: ToolCall, verdict: ToolOutcome | None) -> ToolOutcome:
         async with gate:

@@ -11,7 +11,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +26,7 @@ class SpanKind(enum.StrEnum):
     AGENT = "agent"
     LLM = "llm"
     TOOL = "tool"
+    ASYNC_TOOL = "async_tool"  # spawn/delegate/team dispatch: a tool that starts other runs
     EVENT = "event"  # e.g. compaction, memory flush
 
 
@@ -65,6 +66,9 @@ class Trace:
     error: str | None = None
     output_preview: str = ""
     spans: list[Span] = field(default_factory=list)
+    # A child or delegated run: the trace and the tool span of the parent run that started it.
+    parent_trace_id: str | None = None
+    parent_span_id: str | None = None
 
     @property
     def root(self) -> Span:
@@ -92,16 +96,31 @@ class Trace:
             self.root.end(error=status in {"error", "failed"}, status=status)
 
 
-def new_trace(run_id: str, session_key: str, agent_id: str) -> Trace:
+def new_trace(
+    run_id: str,
+    session_key: str,
+    agent_id: str,
+    *,
+    parent_trace_id: str | None = None,
+    parent_span_id: str | None = None,
+) -> Trace:
     trace = Trace(
         id=uuid.uuid4().hex,
         run_id=run_id,
         session_key=session_key,
         agent_id=agent_id,
         started_at=datetime.now(UTC),
+        parent_trace_id=parent_trace_id,
+        parent_span_id=parent_span_id,
     )
     trace.start_span(SpanKind.AGENT, agent_id, session_key=session_key)
     return trace
+
+
+def tool_span_id(trace_id: str, call_id: str) -> str:
+    """The id of a tool call's span, known before the call runs: a child run started by the
+    call links to it (``Trace.parent_span_id``) while the span itself is recorded after."""
+    return uuid.uuid5(uuid.NAMESPACE_OID, f"{trace_id}/{call_id}").hex
 
 
 def verbose_input(messages: list[dict[str, Any]]) -> str:
@@ -123,8 +142,17 @@ def messages_as_json(messages: Sequence[Message]) -> str:
     return verbose_input(wire)
 
 
-def render_tree(trace: Trace) -> list[str]:
-    """A trace as indented lines: the trace header, then its spans under their parents."""
+def render_tree(trace: Trace, children: Mapping[str, Sequence[Trace]] | None = None) -> list[str]:
+    """A trace as indented lines: the trace header, then its spans under their parents.
+
+    ``children`` maps a span id to the traces of the runs that span started (spawn, delegate,
+    team tasks: see ``Trace.parent_span_id``); each is rendered the same way, recursively,
+    nested under that span, so one tree shows the work of every agent a run involved.
+    """
+    return _render(trace, children or {}, {trace.id})
+
+
+def _render(trace: Trace, children: Mapping[str, Sequence[Trace]], seen: set[str]) -> list[str]:
     took = ""
     if trace.ended_at is not None:
         took = f" {(trace.ended_at - trace.started_at).total_seconds() * 1000:.0f}ms"
@@ -136,14 +164,22 @@ def render_tree(trace: Trace) -> list[str]:
     lines = [header]
     if trace.error:
         lines.append(f"  error: {trace.error}")
-    children: dict[str | None, list[Span]] = {}
+    spans_under: dict[str | None, list[Span]] = {}
     for span in trace.spans:
-        children.setdefault(span.parent_id, []).append(span)
+        spans_under.setdefault(span.parent_id, []).append(span)
 
     def walk(parent: str | None, depth: int) -> None:
-        for span in children.get(parent, []):
+        for span in spans_under.get(parent, []):
             lines.append("  " * depth + "└─ " + _describe(span))
             walk(span.id, depth + 1)
+            for child in children.get(span.id, ()):
+                if child.id in seen:  # a cycle in hand-edited data must not recurse forever
+                    continue
+                seen.add(child.id)
+                indent = "  " * (depth + 1)
+                first, *rest = _render(child, children, seen)
+                lines.append(f"{indent}↳ {first}")
+                lines.extend(f"{indent}  {line}" for line in rest)
 
     walk(None, 1)
     if trace.output_preview:

@@ -31,6 +31,17 @@ import structlog
 from agent_core import FILE_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegistry
 from agent_core.hooks import PreToolUseHook
 from agent_core.memory import MemoryIndex, memory_tools
+from agent_core.orchestration.children import Orchestrator
+from agent_core.orchestration.modes import (
+    DELEGATE,
+    SPAWN,
+    TEAM_TASKS,
+    OrchestrationProfile,
+    resolve_profile,
+)
+from agent_core.orchestration.records import OrchestrationStore, TaskStore
+from agent_core.orchestration.team_tasks import team_tasks_tool
+from agent_core.orchestration.tools import delegate_tool, spawn_tool
 from agent_core.providers import AnthropicProvider, OfflineProvider, Provider
 from agent_core.providers.openai_compat import OpenAICompatProvider
 from agent_core.settings import CompactionSettings, MemoryFlushSettings, PruningSettings
@@ -125,11 +136,15 @@ class AgentRouter:
         clock: Callable[[], float] = time.monotonic,
         agent_store: AgentStore | None = None,
         memory_index: MemoryIndex | None = None,
+        orchestration: OrchestrationStore | None = None,
+        tasks: TaskStore | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
         holds agents defined in the database (then use :meth:`resolve`, not :meth:`get`);
-        ``memory_index`` adds ``memory_search``/``memory_get`` to the default tools."""
+        ``memory_index`` adds ``memory_search``/``memory_get`` to the default tools;
+        ``orchestration`` (links and teams) resolves each agent's mode and ``tasks`` backs
+        ``team_tasks``. The orchestration tools are offered once :attr:`orchestrator` is set."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -147,6 +162,9 @@ class AgentRouter:
         }
         self._defined: dict[str, AgentConfig] = {}
         self.agent_store = agent_store
+        self.orchestration = orchestration
+        self.task_store = tasks
+        self.orchestrator: Orchestrator | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
         self._retired: list[Loop] = []  # replaced loops that may still have runs in flight
@@ -224,8 +242,14 @@ class AgentRouter:
         configured = next((a for a in self.config.agents.list if a.id == agent_id), None)
         return merge_agent(configured, stored)
 
-    def settings(self, agent_id: str, stored: AgentConfig | None = None) -> AgentSettings:
-        """Resolved settings; ``stored`` is the agent's database row, merged over config.yaml."""
+    def settings(
+        self,
+        agent_id: str,
+        stored: AgentConfig | None = None,
+        profile: OrchestrationProfile | None = None,
+    ) -> AgentSettings:
+        """Resolved settings; ``stored`` is the agent's database row, merged over config.yaml;
+        ``profile`` its orchestration mode (default: spawn)."""
         if agent_id not in self.agent_ids and stored is None:
             raise UnknownAgent(agent_id, self.agent_ids)
         defaults = self.config.agents.defaults
@@ -267,6 +291,11 @@ class AgentRouter:
             or defaults.workspace_max_bytes,
             fallback_provider=fallback_name,
             fallback_model=fallback_model,
+            orchestration=profile or OrchestrationProfile(),
+            max_parallel_children=defaults.max_parallel_children,
+            max_spawn_depth=defaults.max_spawn_depth,
+            max_children_per_run=defaults.max_children_per_run,
+            child_timeout=defaults.child_timeout,
             **context_settings(defaults, agent),
         )
 
@@ -315,17 +344,32 @@ class AgentRouter:
                 if cached is not None:  # deleted from the database since it was cached
                     self._retire(self._cache.pop(agent_id).loop)
                 raise UnknownAgent(agent_id, self.agent_ids, await self.stored_ids())
-            loop = self._resolve(agent_id, stored)
+            profile = await self._profile(agent_id)
+            loop = self._resolve(agent_id, stored, profile)
             if cached is not None:
                 self._retire(cached.loop)
             self._cache[agent_id] = _Cached(loop, now + self.ttl)
             return loop
 
-    def _resolve(self, agent_id: str, stored: AgentConfig | None = None) -> Loop:
-        settings = self.settings(agent_id, stored)
+    async def _profile(self, agent_id: str) -> OrchestrationProfile:
+        """The agent's mode from its team and links (Team > Delegate > Spawn)."""
+        if self.orchestration is None:
+            return OrchestrationProfile()
+        team = await self.orchestration.team_of(agent_id)
+        links = await self.orchestration.links_of(agent_id)
+        return resolve_profile(agent_id, team, links)
+
+    def _resolve(
+        self,
+        agent_id: str,
+        stored: AgentConfig | None = None,
+        profile: OrchestrationProfile | None = None,
+    ) -> Loop:
+        settings = self.settings(agent_id, stored, profile)
         tools = self.tools.clone()
         for tool in self._agent_tools.get(agent_id, ()):
             tools.register(tool)
+        self._orchestration_tools(settings, tools)
         fallback = self.provider(settings.fallback_provider) if settings.fallback_provider else None
         self.resolutions += 1
         log.debug("agent.resolved", agent_id=agent_id, provider=settings.provider)
@@ -339,6 +383,27 @@ class AgentRouter:
             fallback=fallback,
             hooks=self.hooks,
         )
+
+    def _orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:
+        """The mode's tools; the others are hidden (a call to one is refused with the reason)."""
+        orchestrator = self.orchestrator
+        if orchestrator is None:
+            return
+        profile = settings.orchestration
+        tools.register(spawn_tool(orchestrator, settings))
+        for name in (DELEGATE, TEAM_TASKS):
+            reason = profile.hidden_reason(name)
+            if reason is not None:
+                tools.hide(name, reason)
+        if DELEGATE in profile.visible_tools:
+            tools.register(delegate_tool(orchestrator, settings))
+        if TEAM_TASKS in profile.visible_tools:
+            if self.task_store is None:
+                tools.hide(TEAM_TASKS, "team tasks need the database")
+            else:
+                tools.register(team_tasks_tool(orchestrator, settings, self.task_store))
+        if settings.max_spawn_depth == 0:
+            tools.hide(SPAWN, "spawning is disabled (agents.defaults.max_spawn_depth: 0)")
 
     def _retire(self, loop: Loop) -> None:
         # Kept while runs or post-run compactions are in flight, so aclose can cancel them.

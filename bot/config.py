@@ -196,6 +196,14 @@ class AgentDefaults(StrictModel):
     """Added to every system prompt inside ``<extra_context>``."""
     context_pruning: ContextPruningConfig = Field(default_factory=ContextPruningConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    max_parallel_children: int = Field(4, ge=1, le=64)
+    """Child runs (spawn, delegate, team task) of one tool batch running at once."""
+    max_spawn_depth: int = Field(2, ge=0, le=8)
+    """How deep runs may nest: 2 lets a child spawn once more; 0 disables spawning."""
+    max_children_per_run: int = Field(8, ge=0, le=100)
+    """Child runs one run may start; further calls get a tool error."""
+    child_timeout: float = Field(600.0, gt=0)
+    """Seconds a child run may take before it is stopped and reported as failed."""
 
 
 class AgentConfig(StrictModel):

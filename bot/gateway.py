@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
 
 from agent_core import EventBus
+from agent_core.orchestration.children import Announcement
 from bot.access import AccessPolicy
 from bot.agents import AgentRouter
 from bot.commands import HELP_TEXT, Command, parse_command
@@ -35,6 +38,8 @@ from bot.turn import Job, TurnRunner
 from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
+
+ANNOUNCEMENT = "announcement"  # metadata key of a background result's turn: its task id
 
 
 class SessionResetter(Protocol):
@@ -164,6 +169,43 @@ class Gateway:
             log.info("inbound.duplicate", key=msg.dedupe_key)
         return not duplicate
 
+    async def announce(self, announcement: Announcement) -> None:
+        """A background child's result, as a new turn of the session that started it: the
+        agent reads it and answers the user through the usual pipeline (typing, NO_REPLY,
+        chunking). Stored in the inbox like any message; no reactions (no user message)."""
+        child = announcement.child
+        parent = child.parent
+        origin = parent.origin
+        if not isinstance(origin, InboundMessage) or origin.chat.channel not in self.channels:
+            log.warning("announce.no_chat", task_id=child.task_id, session_key=parent.session_key)
+            return
+        if not self.accepting:
+            log.warning("announce.dropped", task_id=child.task_id, reason="shutting down")
+            return
+        msg = replace(
+            origin,
+            text=announcement.text,
+            reply_to_text=None,
+            received_at=datetime.now(UTC),
+            metadata={**origin.metadata, ANNOUNCEMENT: child.task_id},
+        )
+        job = self._job(msg, parent.agent_id, parent.session_key)
+        if self.inbox is not None:
+            job.started = self.scheduler.starts_at_once(job.session_key, job.concurrency)
+            try:
+                job.inbox_id = await self.inbox.accept(
+                    msg,
+                    dedupe_key=f"announce:{child.task_id}",
+                    session_key=job.session_key,
+                    agent_id=job.agent_id,
+                    running=job.started,
+                )
+            except Exception as exc:  # still announced, just not durable
+                log.warning("announce.not_stored", task_id=child.task_id, error=str(exc))
+                job.started = False
+        log.info("announce.queued", task_id=child.task_id, session_key=job.session_key)
+        self.scheduler.submit(job)
+
     def resubmit(self, entry: InboxEntry) -> Job:
         """Queue an inbox entry an earlier process left unanswered (see ``bot/replay.py``)."""
         job = self._job(
@@ -190,7 +232,8 @@ class Gateway:
             reactions=StatusReactions(
                 self.channels[msg.chat.channel],
                 MessageRef(msg.chat, msg.message_id),
-                enabled=bot.reactions,
+                # An announcement answers no new user message: nothing to react on.
+                enabled=bot.reactions and ANNOUNCEMENT not in msg.metadata,
                 cleanup=bot.reaction_cleanup,
             ),
             **replay,

@@ -12,6 +12,8 @@ from typing import Protocol
 
 import structlog
 
+from agent_core.orchestration.children import ChildRun
+
 log = structlog.get_logger(__name__)
 
 
@@ -22,6 +24,7 @@ class ActiveRun:
     session_key: str
     requester_id: str
     task: asyncio.Task[object] = field(compare=False, repr=False)
+    parent_run_id: str | None = None  # a child run (spawn, delegate, team task) of this run
 
 
 class RunRegistry(Protocol):
@@ -35,6 +38,31 @@ class RunRegistry(Protocol):
     def active_runs_by_agent(self) -> dict[str, int]: ...
 
 
+class ChildRegistration:
+    """Makes child runs (agent_core.orchestration) stoppable runs of the user's session: they
+    are registered under the session at the top of their run tree, with their parent run, so
+    ``/stop`` of the parent and ``/stopall`` reach them (``ChildObserver``)."""
+
+    def __init__(self, registry: RunRegistry) -> None:
+        self.registry = registry
+
+    def child_started(self, child: ChildRun) -> None:
+        assert child.task is not None
+        self.registry.register(
+            ActiveRun(
+                child.run_id,
+                child.agent_id,
+                child.root_session_key,
+                child.parent.user_id.partition(":")[2] or child.parent.user_id,
+                child.task,
+                parent_run_id=child.parent.run_id,
+            )
+        )
+
+    def child_finished(self, child: ChildRun) -> None:
+        self.registry.unregister(child.run_id)
+
+
 class LocalRunRegistry:
     def __init__(self) -> None:
         self._runs: dict[str, ActiveRun] = {}
@@ -46,19 +74,39 @@ class LocalRunRegistry:
         self._runs.pop(run_id, None)
 
     def runs_of(self, session_key: str) -> list[ActiveRun]:
-        """The session's runs, oldest first."""
-        return [run for run in self._runs.values() if run.session_key == session_key]
+        """The session's runs whose parent is not running (a child of a finished run counts),
+        oldest first: what ``/stop`` chooses from."""
+        return [
+            run
+            for run in self._runs.values()
+            if run.session_key == session_key and run.parent_run_id not in self._runs
+        ]
 
     def abort(self, run_id: str, session_key: str) -> bool:
-        """Cancel one run, but only on behalf of the session that owns it."""
+        """Cancel one run and its children at any depth, but only on behalf of the session
+        that owns it."""
         run = self._runs.get(run_id)
         if run is None or run.session_key != session_key:
             return False
         log.info("run.abort", run_id=run_id, session_key=session_key)
-        return run.task.cancel()
+        cancelled = run.task.cancel()
+        for child in self._children_of(run_id):
+            child.task.cancel()
+        return cancelled
+
+    def _children_of(self, run_id: str) -> list[ActiveRun]:
+        found: list[ActiveRun] = []
+        parents = {run_id}
+        while parents:
+            level = [r for r in self._runs.values() if r.parent_run_id in parents]
+            found += level
+            parents = {r.run_id for r in level}
+        return found
 
     def abort_session(self, session_key: str) -> int:
-        cancelled = sum(1 for run in self.runs_of(session_key) if run.task.cancel())
+        """Cancel every run of the session, children included."""
+        runs = [run for run in self._runs.values() if run.session_key == session_key]
+        cancelled = sum(1 for run in runs if run.task.cancel())
         if cancelled:
             log.info("run.abort_session", session_key=session_key, cancelled=cancelled)
         return cancelled

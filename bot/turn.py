@@ -29,6 +29,7 @@ log = structlog.get_logger(__name__)
 
 UNKNOWN_AGENT = "unknown_agent"  # RunResult.error when the job's agent can't be resolved
 _NOT_OK = (RunStatus.FAILED, RunStatus.BUDGET_EXCEEDED)
+_CHILD_EVENTS = (EventType.CHILD_STARTED, EventType.CHILD_COMPLETED)
 
 
 @dataclass(eq=False)
@@ -172,6 +173,8 @@ class TurnRunner:
             chat_type=msg.chat.chat_type.value,
             sender_name=msg.sender.name,
             run_id=job.run_id,
+            chat_id=f"{msg.chat.channel}:{msg.chat.chat_id}",
+            origin=msg,  # background children announce their results back to this chat
         )
         return await loop.run(request)
 
@@ -245,5 +248,8 @@ class TurnRunner:
                     reporter.show_progress(job.reactions.message, None)
             elif event.type is EventType.TOOL_CALL and reporter is not None:
                 reporter.show_progress(job.reactions.message, str(event.payload.get("name", "")))
+            elif event.type in _CHILD_EVENTS and reporter is not None:
+                helpers = int(event.payload.get("active_children", 0))
+                reporter.show_progress(job.reactions.message, None, helpers=helpers)
 
         return on_event

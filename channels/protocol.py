@@ -60,9 +60,10 @@ class ProgressReporter(Protocol):
     Reactions show a state as an emoji; this names it: "is using web_search…".
     """
 
-    def show_progress(self, message: MessageRef, tool: str | None) -> None:
-        """``tool`` is the tool now running, ``None`` while the model thinks. Must not block:
-        it is called from the run's event stream, so the adapter schedules the API call."""
+    def show_progress(self, message: MessageRef, tool: str | None, *, helpers: int = 0) -> None:
+        """``tool`` is the tool now running, ``None`` while the model thinks; ``helpers`` the
+        agent's child runs still working (spawn, delegate), shown when more than 0. Must not
+        block: it is called from the run's event stream, so the adapter schedules the call."""
 
 
 @runtime_checkable

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.providers.base import ToolSpec
+from agent_core.run import RunRequest
 from agent_core.settings import MAX_FILE_BYTES, WORKSPACE_MAX_BYTES
 
 
@@ -19,6 +20,9 @@ class ToolKind(enum.StrEnum):
     ASYNC = "async"  # starts background work (spawn, cron) and returns at once
     EXEC = "exec"  # runs a shell/program: side effects nobody can predict
     WAIT = "wait"  # sleeps or waits for something outside the run
+    # Starts other agents' runs (spawn, delegate, team_tasks). A batch made only of these runs
+    # concurrently, bounded by the children limit: the children don't share the parent's state.
+    ORCHESTRATE = "orchestrate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,12 @@ class ToolContext:
     # Quotas of the agent's settings; write_file enforces them (tools/files.py).
     max_file_bytes: int = MAX_FILE_BYTES
     workspace_max_bytes: int = WORKSPACE_MAX_BYTES
+    # Absolute paths inside these folders are allowed too (a team workspace, or the agent's
+    # own workspace while it works in the team's); relative paths always mean ``workspace``.
+    extra_roots: tuple[Path, ...] = ()
+    request: RunRequest | None = None  # the calling run (orchestration tools read it)
+    trace_id: str = ""  # the calling run's trace
+    call_id: str = ""  # this call's id (set per call by tool_exec.run_tool)
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
@@ -56,6 +66,9 @@ class Tool:
 @dataclass
 class ToolRegistry:
     tools: dict[str, Tool] = field(default_factory=dict)
+    # Tools this agent may not use in its current mode: never offered, and a call to one is
+    # refused with the reason (name → reason).
+    hidden: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, tools: Iterable[Tool]) -> ToolRegistry:
@@ -69,7 +82,11 @@ class ToolRegistry:
 
     def clone(self) -> ToolRegistry:
         """A copy an agent can extend without touching the shared registry."""
-        return ToolRegistry(dict(self.tools))
+        return ToolRegistry(dict(self.tools), dict(self.hidden))
+
+    def hide(self, name: str, reason: str) -> None:
+        self.tools.pop(name, None)
+        self.hidden[name] = reason
 
     def specs(self) -> list[ToolSpec]:
         return [tool.spec for tool in self.tools.values()]

@@ -432,6 +432,7 @@ class SlackChannel:
         """Slack has no bot typing; an assistant thread shows "is thinking…" instead."""
         await self.status.refresh(chat)
 
-    def show_progress(self, message: MessageRef, tool: str | None) -> None:
-        """ "is thinking…" / "is using read_file…" in an assistant thread that shows a status."""
-        self.status.show_progress(message.chat, tool)
+    def show_progress(self, message: MessageRef, tool: str | None, *, helpers: int = 0) -> None:
+        """ "is thinking…" / "is using read_file…" / "is waiting for 2 helpers…" in an
+        assistant thread that shows a status."""
+        self.status.show_progress(message.chat, tool, helpers=helpers)

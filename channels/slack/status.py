@@ -87,11 +87,13 @@ class ThreadStatus:
             status.expiry.cancel()
         status.expiry = self.spawn(self._expire(key, self.ttl), name="slack:status-ttl")
 
-    def show_progress(self, chat: ChatRef, tool: str | None) -> None:
+    def show_progress(self, chat: ChatRef, tool: str | None, *, helpers: int = 0) -> None:
         key = thread_key(chat)
         if key is None or key not in self._statuses:
             return
         text = self.thinking if tool is None else self.tool.replace("{tool}", tool or "a tool")
+        if helpers > 0:
+            text = f"is waiting for {helpers} helper{'s' if helpers > 1 else ''}…"
         self.spawn(self._update_text(chat, text), name="slack:status-text")
 
     def reaction_added(self, chat: ChatRef, emoji: str) -> None:

@@ -1,0 +1,1 @@
+"""Multi-agent orchestration: spawn, delegate and team tasks (agent-loop spec)."""
