@@ -5,6 +5,11 @@ instant in-process provider and an in-memory store. Every tool sleeps ``--tool-m
 overhead of an iteration is its wall time minus the longest tool of its batch (the batch runs
 in parallel, so that is the time the tools themselves needed).
 
+Then the orchestration overhead (nothing of it is LLM time: the provider answers at once):
+a ``spawn`` round-trip (the parent's tool call → its result, i.e. a whole child run with its
+Minimal prompt, in-memory history write and trace), and one batch of 8 parallel children
+(``max_parallel_children: 8``), first call → last result.
+
     python benchmarks/tool_iterations.py [--runs 200] [--tool-ms 1.0]
 """
 
@@ -19,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_core import AgentSettings, Event, EventBus, EventType, Loop, MemoryStore, RunRequest
+from agent_core.orchestration.children import Orchestrator
+from agent_core.orchestration.tools import spawn_tool
+from agent_core.providers.base import DeltaHandler, ModelRequest, ModelResponse
+from agent_core.settings import CompactionSettings
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 from agent_core.tools import Tool, ToolContext, ToolRegistry
 from bot.logging_setup import configure_logging
@@ -60,7 +69,13 @@ async def bench(runs: int, tool_ms: float, workdir: Path) -> None:
         ]
         provider = ScriptedProvider(*script, reply("done"))
         loop = Loop(
-            AgentSettings(id="main", model="m", workspace=workdir),
+            # No post-run compaction: its memory-flush turn would ask the scripted provider.
+            AgentSettings(
+                id="main",
+                model="m",
+                workspace=workdir,
+                compaction=CompactionSettings(enabled=False),
+            ),
             provider,
             tools,
             store,
@@ -86,6 +101,61 @@ async def bench(runs: int, tool_ms: float, workdir: Path) -> None:
     )
 
 
+class SpawningProvider:
+    """The parent asks for ``children`` spawns, then answers; every child answers at once."""
+
+    name = "instant"
+
+    def __init__(self, children: int) -> None:
+        self.children = children
+
+    async def complete(
+        self, request: ModelRequest, on_delta: DeltaHandler | None = None
+    ) -> ModelResponse:
+        if "/spawn/" in request.messages[0].content:
+            return reply("child result")
+        if request.messages[-1].role == "tool":
+            return reply("done")
+        return tool_calls(*(call("spawn", {"task": f"part {k}"}) for k in range(self.children)))
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def bench_children(runs: int, children: int, workdir: Path) -> list[float]:
+    """Milliseconds from the batch's first spawn call to its last result, per run."""
+    bus = EventBus()
+    store = MemoryStore()
+    settings = AgentSettings(
+        id="main", model="m", workspace=workdir, max_parallel_children=max(children, 1)
+    )
+    loops: dict[str, Loop] = {}
+
+    async def resolve(agent_id: str) -> Loop:
+        return loops[agent_id]
+
+    orchestrator = Orchestrator(resolve, bus)
+    tools = ToolRegistry.of([spawn_tool(orchestrator, settings)])
+    loops["main"] = Loop(settings, SpawningProvider(children), tools, store, store, bus)
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+
+    async def on_event(event: Event) -> None:
+        if event.type is EventType.TOOL_CALL:
+            first.setdefault(event.run_id, time.perf_counter())
+        elif event.type is EventType.TOOL_RESULT:
+            last[event.run_id] = time.perf_counter()
+
+    bus.subscribe(on_event)
+    took: list[float] = []
+    for n in range(runs + 5):  # 5 warm-up runs (workspace seeding, imports)
+        request = RunRequest(session_key=f"p{n}", message="go", user_id="u")
+        await loops["main"].run(request)
+        if n >= 5:
+            took.append((last[request.run_id] - first[request.run_id]) * 1000)
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=200)
@@ -94,6 +164,12 @@ def main() -> None:
     configure_logging("warning", "console")
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(bench(args.runs, args.tool_ms, Path(tmp)))
+        for children in (1, 8):
+            took = asyncio.run(bench_children(args.runs, children, Path(tmp) / f"c{children}"))
+            what = "spawn round-trip" if children == 1 else f"{children} parallel children"
+            print(
+                f"{what} overhead: p50={statistics.median(took):.3f}ms p99={pct(took, 0.99):.3f}ms"
+            )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from agent_core import EventBus
+from agent_core.orchestration.children import Orchestrator
 from agent_core.providers import Provider
 from bot.access import AccessPolicy, PairingStore
 from bot.agents import AgentRouter
@@ -31,12 +32,13 @@ from bot.maintenance import run_periodically
 from bot.platforms import PlatformDeps, build_platform_channels
 from bot.redaction import register_secrets, secrets_of
 from bot.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
-from bot.run_registry import LocalRunRegistry
+from bot.run_registry import ChildRegistration, LocalRunRegistry
 from bot.storage import (
     Database,
     SqlAgentStore,
     SqlChannelState,
     SqlDedupeStore,
+    SqlOrchestrationStore,
     SqlSessionStore,
     SqlTraceStore,
     open_database,
@@ -73,6 +75,7 @@ class Loopgate:
         self._stack = AsyncExitStack()
         self._db: Database | None = None
         self._gateway: Gateway | None = None
+        self.orchestrator: Orchestrator | None = None
         self.channel_starter = ChannelStarter()
 
     @property
@@ -99,6 +102,7 @@ class Loopgate:
         self._db = await open_database(self.config.database.url)
         self._stack.push_async_callback(self._db.aclose)
         sessions = SqlSessionStore(self._db)
+        orchestration = SqlOrchestrationStore(self._db)
         router = AgentRouter(
             self.config,
             store=sessions,
@@ -107,6 +111,8 @@ class Loopgate:
             providers=self._providers,
             agent_store=SqlAgentStore(self._db),
             memory_index=SqlMemoryIndex(self._db),
+            orchestration=orchestration,
+            tasks=orchestration,
         )
         self._stack.push_async_callback(router.aclose)
         await self._warn_unknown_agents(router)
@@ -126,6 +132,15 @@ class Loopgate:
         )
         self._gateway = gateway
         self._stack.push_async_callback(gateway.scheduler.aclose)
+        self.orchestrator = Orchestrator(
+            router.resolve,
+            self.events,
+            announce=gateway.announce,
+            observer=ChildRegistration(self.registry),
+        )
+        router.orchestrator = self.orchestrator
+        # Children go first at shutdown: they use the providers, the database and the turns.
+        self._stack.push_async_callback(self.orchestrator.aclose)
         channels = self._channels()
         for channel in channels:
             gateway.add_channel(channel)

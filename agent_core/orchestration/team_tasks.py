@@ -52,8 +52,10 @@ def team_tasks_tool(orchestrator: Orchestrator, settings: AgentSettings, store: 
             raise ToolError(TEAM_TASKS, "this agent is not in a team")
         return found
 
-    async def task_of(args: dict[str, Any], team_id: str) -> TeamTask:
-        task_id = arg.text(args, TEAM_TASKS, "task_id")
+    async def task_of(args: dict[str, Any], ctx: ToolContext, team_id: str) -> TeamTask:
+        # A dispatched run's own task is the default: "claim" and "complete" need no id.
+        own = ctx.request.team_task_id if ctx.request is not None else None
+        task_id = arg.text(args, TEAM_TASKS, "task_id", required=own is None) or own or ""
         task = await store.get_task(task_id)
         if task is None or task.team_id != team_id:
             raise ToolError(TEAM_TASKS, f"no task {task_id!r} in team {team_id}")
@@ -156,7 +158,7 @@ def team_tasks_tool(orchestrator: Orchestrator, settings: AgentSettings, store: 
                 return "No tasks."
             lines = [describe(t) for t in tasks[-MAX_LISTED:]]
             return f"{len(tasks)} task(s) in team {team_.id}:\n" + "\n".join(lines)
-        task = await task_of(args, team_.id)
+        task = await task_of(args, ctx, team_.id)
         if action == "get":
             return describe(task, full=True)
         if action == "assign":
@@ -188,7 +190,10 @@ def team_tasks_tool(orchestrator: Orchestrator, settings: AgentSettings, store: 
             "type": "object",
             "properties": {
                 "action": {"type": "string", "enum": list(ACTIONS)},
-                "task_id": {"type": "string"},
+                "task_id": {
+                    "type": "string",
+                    "description": "Default: the task you were dispatched for.",
+                },
                 "title": {"type": "string"},
                 "description": {"type": "string"},
                 "assignee": {"type": "string", "description": "A team member's agent id."},

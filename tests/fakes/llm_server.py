@@ -101,6 +101,7 @@ class FakeLLM:
         self.api_key = api_key  # when set, requests without ``Bearer <api_key>`` get 401
         self.requests: list[RecordedRequest] = []
         self._queue: deque[ScriptItem] = deque()
+        self._routes: list[tuple[str, deque[ScriptItem]]] = []
         self._server: LoopbackServer | None = None
         self._closing = asyncio.Event()
         self._port: int | None = None
@@ -112,10 +113,30 @@ class FakeLLM:
         """Queue the next answers, consumed one per chat-completion request."""
         self._queue.extend(items)
 
+    def route(self, marker: str, *items: ScriptItem) -> None:
+        """Queue answers only for requests whose system prompt contains ``marker`` (e.g.
+        ``"agent=billing "`` or ``"/spawn/"``), taken before the shared script. Runs of several
+        agents at once (orchestration) then get their own answers whatever the order."""
+        for known, queue in self._routes:
+            if known == marker:
+                queue.extend(items)
+                return
+        self._routes.append((marker, deque(items)))
+
     @property
     def remaining(self) -> int:
-        """Script items not consumed yet."""
-        return len(self._queue)
+        """Script items not consumed yet (routed ones included)."""
+        return len(self._queue) + sum(len(q) for _, q in self._routes)
+
+    def _next_item(self, body: dict[str, Any]) -> ScriptItem:
+        messages = body.get("messages") or []
+        system = (
+            messages[0].get("content") if messages and messages[0].get("role") == "system" else ""
+        )
+        for marker, queue in self._routes:
+            if queue and isinstance(system, str) and marker in system:
+                return queue.popleft()
+        return self._queue.popleft() if self._queue else echo()
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
@@ -196,7 +217,7 @@ class FakeLLM:
         if denied is not None:
             return denied
         body = recorded.json if isinstance(recorded.json, dict) else {}
-        item: ScriptItem = self._queue.popleft() if self._queue else echo()
+        item = self._next_item(body)
         if item.delay:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), timeout=item.delay)
