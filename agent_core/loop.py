@@ -33,6 +33,7 @@ from agent_core.hooks import PreToolUseHook
 from agent_core.input_guard import BLOCKED_REPLY
 from agent_core.input_guard import check as guard_input
 from agent_core.messages import Message, ToolCall, Usage
+from agent_core.orchestration.workspaces import RunWorkspace, resolve_run_workspace
 from agent_core.prompt import build_system_prompt
 from agent_core.providers.base import Delta, ModelRequest, ModelResponse, Provider
 from agent_core.retry import RetryPolicy, call_with_retry
@@ -41,7 +42,6 @@ from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
 from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
-from agent_core.orchestration.workspaces import RunWorkspace, resolve_run_workspace
 from agent_core.tools.base import ToolContext, ToolKind, ToolRegistry
 from agent_core.tracing import (
     SpanKind,

@@ -16,7 +16,9 @@ def text(args: dict[str, Any], tool: str, name: str, *, required: bool = True) -
     if not isinstance(value, str) or (required and not value.strip()):
         raise ToolError(tool, f"argument {name!r} (non-empty string) is required")
     if len(value) > MAX_TASK_CHARS:
-        raise ToolError(tool, f"argument {name!r} is {len(value)} characters (max {MAX_TASK_CHARS})")
+        raise ToolError(
+            tool, f"argument {name!r} is {len(value)} characters (max {MAX_TASK_CHARS})"
+        )
     return value.strip()
 
 

@@ -207,9 +207,8 @@ class Orchestrator:
             root_session_key=parent_child.root_session_key if parent_child else parent.session_key,
             background=not wait,
         )
-        timeout = loop.settings.child_timeout
         child.task = asyncio.create_task(
-            self._run(loop, child, timeout, on_end), name=f"child:{kind}:{task_id}"
+            self._run(loop, child, on_end), name=f"child:{kind}:{task_id}"
         )
         self.children[child.run_id] = child
         if self.observer is not None:
@@ -233,9 +232,9 @@ class Orchestrator:
         self,
         loop: Loop,
         child: ChildRun,
-        timeout: float,
         on_end: Callable[[RunResult], Awaitable[RunResult]] | None,
     ) -> RunResult:
+        timeout = loop.settings.child_timeout
         log.info(
             "child.started",
             kind=child.kind,

@@ -51,7 +51,7 @@ class OrchestrationProfile:
         if tool not in ORCHESTRATION_TOOLS or tool in self.visible_tools:
             return None
         if tool == TEAM_TASKS:
-            return f"team_tasks is only available to team agents (this agent is in {self.mode} mode)"
+            return f"team_tasks is only for team agents (this agent is in {self.mode} mode)"
         return "delegate needs an agent link from this agent (loopgate links add); none exists"
 
     def is_lead(self, agent_id: str) -> bool:

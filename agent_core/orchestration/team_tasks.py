@@ -11,6 +11,7 @@ Task states: open → assigned → in_progress → completed | failed | cancelle
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from agent_core.errors import ToolError
@@ -106,10 +107,8 @@ def team_tasks_tool(orchestrator: Orchestrator, settings: AgentSettings, store: 
             else:
                 status = TaskStatus.COMPLETED
                 text = "" if is_no_reply(result.content) else result.content
-            try:
+            with contextlib.suppress(TaskConflict):  # finished meanwhile by the member itself
                 await store.finish_task(task.id, None, status, text)
-            except TaskConflict:
-                pass  # finished meanwhile by the member itself
             return result
 
         child, result = await orchestrator.start(

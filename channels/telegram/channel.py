@@ -17,8 +17,9 @@ Sending (``send_text``) is where Telegram's rules live:
 
 Receiving acknowledges Telegram only once the bot's handler has stored the message: the poller
 (:mod:`channels.telegram.polling`) confirms an offset only past updates handed over, the webhook
-answers after the handler returned. An update the bot did not take (:class:`~channels.errors.NotAccepted`) stays
-unconfirmed (poller) or gets a 503 (webhook), so Telegram delivers it again.
+answers after the handler returned. An update the bot did not take
+(:class:`~channels.errors.NotAccepted`) stays unconfirmed (poller) or gets a 503 (webhook), so
+Telegram delivers it again.
 """
 
 from __future__ import annotations
