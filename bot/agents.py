@@ -369,7 +369,7 @@ class AgentRouter:
         tools = self.tools.clone()
         for tool in self._agent_tools.get(agent_id, ()):
             tools.register(tool)
-        self._orchestration_tools(settings, tools)
+        self.add_orchestration_tools(settings, tools)
         fallback = self.provider(settings.fallback_provider) if settings.fallback_provider else None
         self.resolutions += 1
         log.debug("agent.resolved", agent_id=agent_id, provider=settings.provider)
@@ -384,7 +384,7 @@ class AgentRouter:
             hooks=self.hooks,
         )
 
-    def _orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:
+    def add_orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:
         """The mode's tools; the others are hidden (a call to one is refused with the reason)."""
         orchestrator = self.orchestrator
         if orchestrator is None:

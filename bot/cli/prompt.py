@@ -17,6 +17,7 @@ from agent_core.bootstrap import (
     truncate_for_prompt,
 )
 from agent_core.memory import FileStamp, MemoryHit
+from agent_core.orchestration.children import Orchestrator
 from agent_core.prompt import PromptContext, find_skills, render_with_markers
 from bot.agents import AgentRouter
 from bot.config import Config
@@ -68,7 +69,11 @@ def render_prompt(
     router = AgentRouter(
         config, store=store, traces=store, events=EventBus(), memory_index=_PreviewMemoryIndex()
     )
+    # The preview reads no database: the agent is shown in spawn mode, with spawn offered.
+    router.orchestrator = Orchestrator(router.resolve, router.events)
     settings = router.settings(agent_id)
+    tools = router.tools.clone()
+    router.add_orchestration_tools(settings, tools)
     prompt_mode = PromptMode(mode)
     workspaces = Workspaces(
         settings.workspace,
@@ -89,7 +94,7 @@ def render_prompt(
     ctx = PromptContext(
         settings,
         request,
-        router.tools,
+        tools,
         workspace,
         datetime.now(UTC),
         mode=prompt_mode,
