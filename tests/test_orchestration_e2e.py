@@ -206,6 +206,30 @@ class TestStop:
             assert len(chat.texts()) == 2  # "Started." and the stop reply: no announcement
 
 
+    async def test_stopall_reaches_children_at_every_depth(
+        self, tmp_path: Path, llm: FakeLLM
+    ) -> None:
+        llm.script(tool_calls(call("spawn", {"task": "level one"})))
+        llm.route(
+            CHILD,
+            tool_calls(call("spawn", {"task": "level two"})),  # the child spawns a grandchild
+            delay(30, text("too late")),
+        )
+        async with service(tmp_path, llm) as app:
+            chat = dm(app)
+            events = EventLog(app)
+            done = await chat.send("go deep")
+            assert done is not None
+            await events.wait_for(lambda: len(events.of(EventType.CHILD_STARTED)) == 2)
+            assert app.registry.active_runs == 3
+            await chat.send("/stopall")
+            result = await asyncio.wait_for(done, 5)
+            assert result is not None and result.status is RunStatus.CANCELLED
+            await events.wait_for(lambda: len(events.of(EventType.CHILD_COMPLETED)) == 2)
+            assert app.registry.active_runs == 0
+            assert app.orchestrator is not None and not app.orchestrator.children
+
+
 class TestDelegate:
     async def test_delegate_across_a_link_sees_only_its_inputs(
         self, tmp_path: Path, llm: FakeLLM

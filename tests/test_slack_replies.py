@@ -114,6 +114,21 @@ class TestProgress:
         assert "is thinking…" in after_tool  # the second model call shows thinking again
         await self._assert_clean(slack, event)
 
+    async def test_status_counts_the_helpers_working(
+        self, progress_bot: Bot, slack: FakeSlack, llm: FakeLLM
+    ) -> None:
+        llm.script(
+            tool_calls(call("spawn", {"task": "a"}), call("spawn", {"task": "b"})),
+            delay(0.3, text("both helpers are done")),
+        )
+        llm.route("/spawn/", delay(0.5, text("a done")), delay(0.5, text("b done")))
+        event = await self._run(progress_bot, slack)
+        await slack.wait_for(lambda: slack.posts)
+        texts = [t for (c, ts, t) in slack.status_log if (c, ts) == ("D7", event["thread_ts"])]
+        assert "is waiting for 2 helpers…" in texts
+        assert slack.posts[-1].text == "both helpers are done"
+        await self._assert_clean(slack, event)
+
     async def test_backstop_clears_the_status_when_reactions_are_off(
         self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack
     ) -> None:
