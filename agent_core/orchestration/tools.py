@@ -61,6 +61,9 @@ def spawn_tool(orchestrator: Orchestrator, settings: AgentSettings) -> Tool:
             agent_id=settings.id,
             message=task,
             extra_context="\n\n".join(p for p in (brief, context) if p),
+            # The child works where its parent does (a team task's workspace included).
+            workspace=ctx.workspace,
+            extra_roots=ctx.extra_roots,
         )
         child, result = await orchestrator.start(
             loop, parent, request, kind=SPAWN, task_id=task_id, wait=wait
