@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,30 @@ def resolve_inside(workspace: Path, relative: str) -> Path:
     if not is_inside(root, candidate):
         raise WorkspaceEscape(f"path {relative!r} is outside the workspace")
     return candidate
+
+
+def resolve_in_roots(default: Path, extra_roots: Sequence[Path], path: str) -> tuple[Path, Path]:
+    """``(root, target)`` for a file tool's ``path``, or raise :class:`WorkspaceEscape`.
+
+    A relative path always means ``default`` (exactly :func:`resolve_inside`). An absolute path
+    is allowed when it resolves (symlinks followed) inside ``default`` or one of
+    ``extra_roots``; ``root`` is the first of them, ``default`` first, that contains it, so the
+    same file gets the same root whichever way it is named. Both are resolved.
+    """
+    if "\x00" in path:
+        raise WorkspaceEscape("path contains a NUL byte")
+    root = default.resolve()
+    if not os.path.isabs(path):
+        return root, resolve_inside(root, path)
+    candidate = Path(path).resolve()
+    extra = [r.resolve() for r in extra_roots]
+    for allowed in (root, *extra):
+        if is_inside(allowed, candidate):
+            return allowed, candidate
+    others = "".join(f", {r}" for r in extra)
+    raise WorkspaceEscape(
+        f"path {path!r} is outside the workspace (absolute paths must be inside {root}{others})"
+    )
 
 
 def is_inside(root: Path, path: Path) -> bool:

@@ -46,9 +46,10 @@ class TestSections:
     def test_order_follows_the_spec(self) -> None:
         assert [s.__name__ for s in SECTIONS] == [
             "identity", "first_run_bootstrap", "persona", "tooling", "safety", "skills",
-            "workspace", "sandbox", "user_identity", "time_section", "channel_formatting",
-            "silent_replies", "extra_context", "project_context", "operator_instructions",
-            "subagent_spawning", "runtime", "persona_reminder", "memory_reminders",
+            "workspace", "team_workspace", "sandbox", "user_identity", "time_section",
+            "channel_formatting", "silent_replies", "extra_context", "project_context",
+            "operator_instructions", "subagent_spawning", "runtime", "persona_reminder",
+            "memory_reminders",
         ]  # fmt: skip
 
     def test_full_mode_first_chat(self, tmp_path: Path) -> None:

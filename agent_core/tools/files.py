@@ -1,8 +1,12 @@
-"""read_file, write_file and list_files, confined to the run's workspace."""
+"""read_file, write_file and list_files, confined to the run's workspace.
+
+Relative paths mean the run's workspace; absolute paths may also point into the run's extra
+roots (team workspace handling, agent-loop spec section 11). Quotas apply per root."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,7 @@ from agent_core.workspace import (
     WorkspaceEscape,
     is_inside,
     read_head,
+    resolve_in_roots,
     resolve_inside,
     workspace_size,
     write_bytes_nofollow,
@@ -28,15 +33,20 @@ def _path_arg(args: dict[str, Any], tool: str, *, default: str | None = None) ->
     return value
 
 
-def _inside(ctx: ToolContext, tool: str, path: str) -> Path:
+def _inside(ctx: ToolContext, tool: str, path: str) -> tuple[Path, Path]:
+    """``(root, target)``: a relative ``path`` means the workspace; an absolute one may also
+    point into one of ``ctx.extra_roots`` (a team workspace, the agent's own workspace)."""
     try:
-        return resolve_inside(ctx.workspace, path)
+        if os.path.isabs(path):
+            return resolve_in_roots(ctx.workspace, ctx.extra_roots, path)
+        root = ctx.workspace.resolve()
+        return root, resolve_inside(root, path)  # relative: the workspace only
     except WorkspaceEscape as exc:
         raise ToolError(tool, f"access denied: {exc}") from exc
 
 
 async def _read_file(args: dict[str, Any], ctx: ToolContext) -> str:
-    target = _inside(ctx, "read_file", _path_arg(args, "read_file"))
+    _, target = _inside(ctx, "read_file", _path_arg(args, "read_file"))
     if not target.is_file():
         raise ToolError("read_file", f"no such file: {args['path']}")
     try:
@@ -64,8 +74,7 @@ async def _write_file(args: dict[str, Any], ctx: ToolContext) -> str:
             f"content is {len(data)} bytes, over the limit of {ctx.max_file_bytes} bytes per "
             "file; nothing was written. Write less, or split it over several smaller files.",
         )
-    target = _inside(ctx, "write_file", path)
-    root = ctx.workspace.resolve()
+    root, target = _inside(ctx, "write_file", path)  # the quota is that of ``root``
     if target == root:
         raise ToolError("write_file", "path must name a file, not the workspace itself")
     if target.is_dir():
@@ -100,22 +109,31 @@ async def _write_file(args: dict[str, Any], ctx: ToolContext) -> str:
 
 async def _list_files(args: dict[str, Any], ctx: ToolContext) -> str:
     path = _path_arg(args, "list_files", default=".")
-    target = _inside(ctx, "list_files", path or ".")
+    root, target = _inside(ctx, "list_files", path or ".")
     if not target.exists():
-        return "(empty)" if target == ctx.workspace.resolve() else f"no such directory: {path}"
+        return "(empty)" if target == root else f"no such directory: {path}"
     if not target.is_dir():
         raise ToolError("list_files", f"not a directory: {path}")
+    absolute = os.path.isabs(path)  # entries are named the way the folder was
 
     def listing() -> list[str]:
-        root = ctx.workspace.resolve()
         entries = sorted(target.iterdir())[:MAX_LIST_ENTRIES]
-        return [f"{p.relative_to(root).as_posix()}{'/' if p.is_dir() else ''}" for p in entries]
+        return [
+            f"{(p if absolute else p.relative_to(root)).as_posix()}{'/' if p.is_dir() else ''}"
+            for p in entries
+        ]
 
     entries = await asyncio.to_thread(listing)
     return "\n".join(entries) if entries else "(empty)"
 
 
-_PATH_SCHEMA = {"type": "string", "description": "Path relative to the workspace."}
+_PATH_SCHEMA = {
+    "type": "string",
+    "description": (
+        "Path relative to the workspace, or an absolute path inside a folder the system "
+        "prompt names (e.g. the team workspace)."
+    ),
+}
 
 READ_FILE = Tool(
     name="read_file",
