@@ -46,6 +46,9 @@ TABLES = {
     "memory_files",
     "memory_chunks",
     "inbox",
+    "agent_links",
+    "teams",
+    "team_tasks",
 }
 USAGE = Usage(input_tokens=10, output_tokens=5)
 
@@ -74,7 +77,7 @@ def _revision(conn: Connection) -> str | None:
 async def test_new_database_is_migrated_to_head(backend: Backend) -> None:
     async with await backend.open() as db, db.engine.connect() as conn:
         assert TABLES | {"alembic_version"} <= await conn.run_sync(_tables)
-        assert await conn.run_sync(_revision) == head_revision() == "0004"
+        assert await conn.run_sync(_revision) == head_revision() == "0005"
     if backend.name == "sqlite":
         assert _file_exists(backend.url.split("///", 1)[1])  # its parent dir was created
 

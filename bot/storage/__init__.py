@@ -7,6 +7,7 @@
 from bot.storage.agents import SqlAgentStore, StoredAgent
 from bot.storage.db import DEFAULT_DATABASE_URL, Database, head_revision, open_database
 from bot.storage.errors import SessionNotFound, StorageError
+from bot.storage.orchestration import SqlOrchestrationStore
 from bot.storage.sessions import SessionInfo, SqlSessionStore
 from bot.storage.state import SqlChannelState, SqlDedupeStore
 from bot.storage.traces import SqlTraceStore
@@ -19,6 +20,7 @@ __all__ = [
     "SqlAgentStore",
     "SqlChannelState",
     "SqlDedupeStore",
+    "SqlOrchestrationStore",
     "SqlSessionStore",
     "SqlTraceStore",
     "StorageError",

@@ -19,6 +19,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -143,6 +144,10 @@ class TraceRow(Base):
     error: Mapped[str | None] = mapped_column(Text())
     output_preview: Mapped[str] = mapped_column(Text(), default="")
     input_preview: Mapped[str | None] = mapped_column(Text())
+    # A child or delegated run: the trace and the tool span that started it. No foreign key:
+    # the parent trace is saved when the parent run ends, usually after its children.
+    parent_trace_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    parent_span_id: Mapped[str | None] = mapped_column(String(64))
 
 
 class SpanRow(Base):
@@ -271,3 +276,65 @@ class InboxRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     owner: Mapped[str | None] = mapped_column(String(128))
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+LINK_DIRECTIONS = ("outbound", "inbound", "bidirectional")
+TASK_STATUSES = ("open", "assigned", "in_progress", "completed", "failed", "cancelled")
+
+
+class AgentLinkRow(Base):
+    """One agent may delegate to another (``loopgate links``); at most one link per ordered
+    (source, target) pair. ``target`` is indexed: ``links_of`` matches either end."""
+
+    __tablename__ = "agent_links"
+    __table_args__ = (
+        UniqueConstraint("source", "target", name="uq_agent_links_source_target"),
+        CheckConstraint(f"direction IN {LINK_DIRECTIONS!r}", name="direction"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    source: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(64), index=True)
+    direction: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text(), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class TeamRow(Base):
+    """A team (``loopgate teams``): a lead and members. ``members`` (JSON list, the lead not
+    included) and ``settings`` (``{"shared_workspace": bool, "workspace_scope": "chat"|"user"}``)
+    are JSON because nothing queries inside them: teams are few and read whole."""
+
+    __tablename__ = "teams"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    lead: Mapped[str] = mapped_column(String(64))
+    members: Mapped[list[str]] = mapped_column(JSON(), default=list)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON(), default=dict)
+    description: Mapped[str] = mapped_column(Text(), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class TeamTaskRow(Base):
+    """A task of a team's board. Its status changes only by compare-and-set UPDATEs
+    (``bot/storage/orchestration.py``), so two agents can't both claim it. ``comments`` is a
+    JSON list of ``{"author", "text", "at"}`` (ISO 8601)."""
+
+    __tablename__ = "team_tasks"
+    __table_args__ = (
+        Index("ix_team_tasks_team_id_status", "team_id", "status"),
+        CheckConstraint(f"status IN {TASK_STATUSES!r}", name="status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    team_id: Mapped[str] = mapped_column(String(64), ForeignKey("teams.id", ondelete="CASCADE"))
+    title: Mapped[str] = mapped_column(Text())
+    description: Mapped[str] = mapped_column(Text())
+    status: Mapped[str] = mapped_column(String(16))
+    created_by: Mapped[str] = mapped_column(String(64))
+    assignee: Mapped[str | None] = mapped_column(String(64))
+    result: Mapped[str | None] = mapped_column(Text())
+    comments: Mapped[list[dict[str, str]]] = mapped_column(JSON(), default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,11 +1,18 @@
-"""Run traces in SQL: the agent core's ``TraceStore`` plus reading recent traces back."""
+"""Run traces in SQL: the agent core's ``TraceStore`` plus reading recent traces back.
+
+A spawned or delegated run has a trace of its own that names its parent trace and the tool span
+that started it (``parent_trace_id``/``parent_span_id``): ``recent_traces`` lists top-level runs
+only, and ``children_of`` fetches the next level so ``loopgate traces`` can print the tree.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from sqlalchemy import delete, insert, select
+from sqlalchemy import Select, delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core.tracing import Span, SpanKind, Trace
 from bot.redaction import redact, redact_tree
@@ -38,6 +45,8 @@ class SqlTraceStore:
             error=_stored(trace.error) if trace.error is not None else None,
             output_preview=_stored(trace.output_preview),
             input_preview=_stored(str(preview)) if preview is not None else None,
+            parent_trace_id=trace.parent_trace_id,
+            parent_span_id=trace.parent_span_id,
         )
         spans = [_span_row(trace.id, i, span) for i, span in enumerate(trace.spans)]
         async with self._db.write() as s:
@@ -53,22 +62,48 @@ class SqlTraceStore:
     async def recent_traces(
         self, *, session_key: str | None = None, limit: int = 10
     ) -> list[Trace]:
-        """The newest traces first, each with its spans in the order they started."""
-        query = select(TraceRow).order_by(TraceRow.started_at.desc(), TraceRow.id).limit(limit)
+        """The newest top-level traces first (child runs are reached through
+        :meth:`children_of`), each with its spans in the order they started."""
+        query = (
+            select(TraceRow)
+            .where(TraceRow.parent_trace_id.is_(None))
+            .order_by(TraceRow.started_at.desc(), TraceRow.id)
+            .limit(limit)
+        )
         if session_key is not None:
             query = query.where(TraceRow.session_key == session_key)
+        return await self._load(query)
+
+    async def children_of(self, trace_ids: Sequence[str]) -> list[Trace]:
+        """The direct child traces of ``trace_ids`` (runs their tool calls started), oldest
+        first, each with its spans."""
+        if not trace_ids:
+            return []
+        query = (
+            select(TraceRow)
+            .where(TraceRow.parent_trace_id.in_(list(trace_ids)))
+            .order_by(TraceRow.started_at, TraceRow.id)
+        )
+        return await self._load(query)
+
+    async def _load(self, query: Select[TraceRow]) -> list[Trace]:
         async with self._db.sessionmaker() as s:
             rows = list(await s.scalars(query))
-            spans: dict[str, list[Span]] = {r.id: [] for r in rows}
-            if rows:
-                span_rows = await s.scalars(
-                    select(SpanRow)
-                    .where(SpanRow.trace_id.in_(list(spans)))
-                    .order_by(SpanRow.trace_id, SpanRow.position)
-                )
-                for sr in span_rows:
-                    spans[sr.trace_id].append(_to_span(sr))
+            spans = await _spans_of(s, [r.id for r in rows])
         return [_to_trace(r, spans[r.id]) for r in rows]
+
+
+async def _spans_of(s: AsyncSession, trace_ids: list[str]) -> dict[str, list[Span]]:
+    spans: dict[str, list[Span]] = {trace_id: [] for trace_id in trace_ids}
+    if trace_ids:
+        span_rows = await s.scalars(
+            select(SpanRow)
+            .where(SpanRow.trace_id.in_(trace_ids))
+            .order_by(SpanRow.trace_id, SpanRow.position)
+        )
+        for sr in span_rows:
+            spans[sr.trace_id].append(_to_span(sr))
+    return spans
 
 
 def _stored(text: str) -> str:
@@ -119,4 +154,6 @@ def _to_trace(row: TraceRow, spans: list[Span]) -> Trace:
         error=row.error,
         output_preview=row.output_preview,
         spans=spans,
+        parent_trace_id=row.parent_trace_id,
+        parent_span_id=row.parent_span_id,
     )
