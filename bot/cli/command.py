@@ -1,4 +1,5 @@
-"""The ``loopgate`` command: serve, chat, check-config, inbox, traces, agents, pairing."""
+"""The ``loopgate`` command: serve, chat, check-config, inbox, traces, agents, links, teams,
+tasks, pairing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 from bot.cli import agents as agents_cli
 from bot.cli import inbox as inbox_cli
+from bot.cli import links as links_cli
+from bot.cli import teams as teams_cli
 from bot.cli.database import with_database
 from bot.config import Config, ConfigFileError, load_config
 from bot.logging_setup import configure_logging
@@ -49,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument("code", help="the 8-character code the user received")
     agents_cli.add_parser(sub, common)
     inbox_cli.add_parser(sub, common)
+    links_cli.add_parser(sub, common)
+    teams_cli.add_parser(sub, common)
     return parser
 
 
@@ -159,6 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "agents":
         configure_logging("warning", config.logging.format)
         return agents_cli.run(config, args)
+    if args.command == "links":
+        configure_logging("warning", config.logging.format)
+        return links_cli.run(config, args)
+    if args.command in ("teams", "tasks"):
+        configure_logging("warning", config.logging.format)
+        return teams_cli.run(config, args)
     if args.command == "inbox":
         configure_logging("warning", config.logging.format)
         return asyncio.run(inbox_cli.run(config, args))
