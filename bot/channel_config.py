@@ -36,6 +36,21 @@ class _ChannelBase(StrictModel):
         ]
 
 
+class _StreamingOptions(StrictModel):
+    """Streamed replies (``bot/streaming/``): the answer grows in place while it is written."""
+
+    streaming: Literal["off", "partial"] = "partial"
+    """``partial``: show the answer while it is written; ``off``: send it whole when done."""
+    stream_interval: float = Field(1.0, gt=0)
+    """At most one preview update per this many seconds per chat (platform edit limits)."""
+    block_replies: bool = True
+    """Text the model writes between tool calls stays as a message of its own (else it is
+    replaced by what comes next)."""
+    stream_on_stop: Literal["mark", "delete"] = "mark"
+    """``/stop`` during a stream: ``mark`` keeps the text shown so far and adds " (stopped)";
+    ``delete`` removes the preview."""
+
+
 class TelegramRateLimit(StrictModel):
     """Token buckets for message sends and edits (typing and reactions are not counted)."""
 
@@ -51,7 +66,7 @@ class TelegramRateLimit(StrictModel):
     overall_burst: int = Field(30, ge=1)
 
 
-class TelegramConfig(_ChannelBase):
+class TelegramConfig(_ChannelBase, _StreamingOptions):
     token: str = ""
     api_base_url: str = "https://api.telegram.org"
     """Every call goes to ``{api_base_url}/bot{token}/{method}`` (self-hosted Bot API works)."""
@@ -80,7 +95,7 @@ class SlackRateLimit(StrictModel):
     """Posts allowed back to back before pacing starts, so a conversation is never delayed."""
 
 
-class SlackConfig(_ChannelBase):
+class SlackConfig(_ChannelBase, _StreamingOptions):
     bot_token: str = ""
     app_token: str = ""
     signing_secret: str = ""

@@ -292,6 +292,13 @@ class BotConfig(StrictModel):
     replay_max_age: Duration = 3600.0
     """Seconds (or ``30m``, ``1h``, ``2d``) a message left unanswered by an earlier process may
     be old and still be run at start-up; older ones end as ``expired``. ``0``: never expire."""
+    debounce_ms: int = Field(0, ge=0, le=60_000)
+    """Messages of one session arriving within this many milliseconds of each other are
+    answered as one turn (commands never merge). 0: off, every message is its own turn."""
+    queue_mode: Literal["followup", "collect", "interrupt"] = "collect"
+    """Messages that arrive while the session's run is going: ``followup`` (each its own next
+    turn), ``collect`` (all of them become one next turn), ``interrupt`` (the running answer is
+    stopped and everything is answered in one turn)."""
     shutdown_grace: Duration = 20.0
     """Seconds running answers may finish after SIGTERM (inside a PaaS's 30 s window); what
     still runs then is cancelled and stays in the inbox for the next process."""

@@ -4,9 +4,13 @@ from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, Re
 from channels.protocol import (
     Channel,
     InboundHandler,
+    MessageEditor,
+    NativeStreaming,
+    PlatformStream,
     ProgressReporter,
     SeenStore,
     StateStore,
+    StreamUnsupported,
     WebhookReceiver,
 )
 from channels.types import (
@@ -30,12 +34,16 @@ __all__ = [
     "Formatting",
     "InboundHandler",
     "InboundMessage",
+    "MessageEditor",
     "MessageRef",
+    "NativeStreaming",
     "NotAccepted",
+    "PlatformStream",
     "ProgressReporter",
     "RetryAfter",
     "SeenStore",
     "Sender",
     "StateStore",
+    "StreamUnsupported",
     "WebhookReceiver",
 ]

@@ -67,6 +67,52 @@ class ProgressReporter(Protocol):
 
 
 @runtime_checkable
+class MessageEditor(Protocol):
+    """An adapter that can change and remove what it sent, so a streamed answer grows in place
+    (``bot/streaming/``: send the first chunk, then edit it)."""
+
+    async def edit_text(self, message: MessageRef, text: str) -> None:
+        """Replace a sent chunk's text by ``text`` (formatted like ``send_text``'s, at most
+        ``capabilities.max_chars``), with the same plain-text fallback when the platform
+        rejects the markup. An edit to the same text is not an error. May raise
+        :class:`~channels.errors.RetryAfter`."""
+
+    async def delete_message(self, message: MessageRef) -> bool:
+        """Remove a sent message; False when the platform refuses (too old, not allowed)."""
+
+
+class StreamUnsupported(Exception):
+    """The platform refused its native stream for this chat before anything was shown: the
+    bot streams by send + edit instead."""
+
+
+class PlatformStream(Protocol):
+    """One answer streamed with the platform's own method (Telegram drafts, Slack chat
+    streams). Texts are the bot's safe preview in markdown: never hidden text, never a prefix
+    of NO_REPLY; the adapter formats them."""
+
+    async def update(self, text: str) -> None:
+        """Show ``text`` (the whole preview so far). The first call may raise
+        :class:`StreamUnsupported`."""
+
+    async def finish(self, text: str, *, reply_to: str | None = None) -> list[MessageRef]:
+        """End the stream with the final answer (sanitized markdown); returns the messages
+        that hold it, in order."""
+
+    async def discard(self, *, marker: str | None = None) -> None:
+        """End the stream without an answer: remove the preview, or (``marker`` set) keep the
+        text shown so far followed by ``marker`` (e.g. " (stopped)")."""
+
+
+@runtime_checkable
+class NativeStreaming(Protocol):
+    """An adapter with a platform streaming method for some chats."""
+
+    def open_stream(self, chat: ChatRef, *, reply_to: str | None = None) -> PlatformStream | None:
+        """A stream for one answer in ``chat``, or None where it has none (then send + edit)."""
+
+
+@runtime_checkable
 class WebhookReceiver(Protocol):
     """An adapter that receives platform updates over HTTP on our own server.
 
