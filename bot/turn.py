@@ -53,6 +53,9 @@ class Job:
     outcome: tuple[InboxState, str | None] | None = None
     """How the turn ends, once its answer (or apology, or silence) is fully delivered."""
     drop_reason: str = "queue full (bot.queue_cap)"
+    absorbed: list[int] = field(default_factory=list)
+    """Inbox ids of earlier messages of a burst merged into this turn (``bot/bursts.py``): they
+    end with this job's entry."""
     done: asyncio.Future[RunResult | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -152,6 +155,11 @@ class TurnRunner:
                 await self.inbox.release(job.inbox_id, "interrupted by shutdown")
             elif end[0] is not InboxState.ANSWERED or end[1] is not None:
                 await self.inbox.finish(job.inbox_id, *end)
+            for entry in job.absorbed:
+                if end is None:
+                    await self.inbox.release(entry, "interrupted by shutdown")
+                else:
+                    await self.inbox.finish(entry, end[0], f"merged into entry {job.inbox_id}")
         except Exception as exc:
             # The entry stays pending and is run again by the next process: late, not lost.
             log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
