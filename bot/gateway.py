@@ -34,6 +34,7 @@ from bot.scheduler import Scheduler
 from bot.sender_limits import MemorySenderLimiter, SenderLimiter
 from bot.session_keys import session_key
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
+from bot.streaming import streaming_options
 from bot.turn import Job, TurnRunner
 from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
@@ -223,14 +224,16 @@ class Gateway:
     def _job(self, msg: InboundMessage, agent_id: str, key: str, **replay: Any) -> Job:
         bot = self.config.bot
         group = msg.chat.chat_type is ChatType.GROUP
+        channel = self.channels[msg.chat.channel]
         return Job(
             message=msg,
             agent_id=agent_id,
             session_key=key,
             concurrency=bot.group_concurrency if group else bot.dm_concurrency,
             run_id=uuid.uuid4().hex,
+            stream=streaming_options(self.config.channels, channel),
             reactions=StatusReactions(
-                self.channels[msg.chat.channel],
+                channel,
                 MessageRef(msg.chat, msg.message_id),
                 # An announcement answers no new user message: nothing to react on.
                 enabled=bot.reactions and ANNOUNCEMENT not in msg.metadata,

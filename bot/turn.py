@@ -22,6 +22,8 @@ from bot.delivery import deliver, send_with_retry
 from bot.reactions import ReactionState, StatusReactions
 from bot.run_registry import ActiveRun, RunRegistry
 from bot.storage.inbox import InboxState, SqlInbox
+from bot.streaming import StreamedReply, StreamOptions
+from bot.streaming.reply import StreamClock
 from bot.typing_indicator import TypingIndicator
 from channels import Channel, InboundMessage, ProgressReporter
 
@@ -53,6 +55,8 @@ class Job:
     outcome: tuple[InboxState, str | None] | None = None
     """How the turn ends, once its answer (or apology, or silence) is fully delivered."""
     drop_reason: str = "queue full (bot.queue_cap)"
+    stream: StreamOptions | None = None
+    """How this answer streams (``channels.<name>.streaming``), None: sent whole when done."""
     absorbed: list[int] = field(default_factory=list)
     """Inbox ids of earlier messages of a burst merged into this turn (``bot/bursts.py``): they
     end with this job's entry."""
@@ -79,6 +83,7 @@ class TurnRunner:
     shutting_down: bool = False
     """Set before the service cancels what still runs: those turns go back to the inbox
     instead of ending as stopped."""
+    stream_clock: StreamClock = field(default_factory=StreamClock)
 
     async def execute(self, job: Job, channel: Channel) -> None:
         """Run the agent for ``job`` and deliver the answer; never raises (except shutdown)."""
@@ -95,6 +100,11 @@ class TurnRunner:
         unsubscribe = self.events.subscribe(
             self._reaction_updater(job), session_key=job.session_key
         )
+        streamed = self._streamed(job, channel, typing)
+        if streamed is not None:
+            unsubscribe_stream = self.events.subscribe(
+                streamed.on_event, session_key=job.session_key
+            )
         result: RunResult | None = None
         end: tuple[InboxState, str | None] | None = None
         try:
@@ -110,7 +120,7 @@ class TurnRunner:
             # Once there is an answer, a cancel (/stop, shutdown) waits for its delivery: a
             # chunk sent but not recorded would be sent again by the next process.
             end = await finish_despite_cancel(
-                self._send(job, channel, typing, result), name="delivery"
+                self._send(job, channel, typing, result, streamed), name="delivery"
             )
         except asyncio.CancelledError:
             if job.outcome is not None:
@@ -121,16 +131,24 @@ class TurnRunner:
                 # ``end`` stays None: the entry goes back to the inbox for the next process.
                 result = RunResult(run_id=job.run_id, status=RunStatus.CANCELLED)
                 log.info("run.interrupted", run_id=job.run_id, session_key=job.session_key)
+                if streamed is not None:  # the next process answers anew: no half preview
+                    await finish_despite_cancel(streamed.abandon(), name="stream.abandon")
             else:
                 result = RunResult(run_id=job.run_id, status=RunStatus.CANCELLED)
                 log.info("run.cancelled", run_id=job.run_id, session_key=job.session_key)
                 end = (InboxState.DROPPED, "stopped")
+                if streamed is not None:
+                    await finish_despite_cancel(
+                        streamed.abandon(stopped=True), name="stream.abandon"
+                    )
         except Exception as exc:
             log.exception("turn.failed", run_id=job.run_id, session_key=job.session_key)
             result = RunResult(run_id=job.run_id, status=RunStatus.FAILED, error="delivery")
             end = (InboxState.FAILED, f"delivery: {type(exc).__name__}: {exc}"[:500])
         finally:
             unsubscribe()
+            if streamed is not None:
+                unsubscribe_stream()
             self.registry.unregister(job.run_id)
             await typing.stop()
             # A context-budget stop delivers its notice but ends with the failure reaction.
@@ -139,13 +157,54 @@ class TurnRunner:
             await self._record_end(job, end)
             job.settle(result)
 
+    def _streamed(
+        self, job: Job, channel: Channel, typing: TypingIndicator
+    ) -> StreamedReply | None:
+        if job.stream is None or job.answer is not None:  # a saved answer is sent whole
+            return None
+        msg = job.message
+        return StreamedReply(
+            channel,
+            msg.chat,
+            job.run_id,
+            options=job.stream,
+            clock=self.stream_clock,
+            reply_to=msg.message_id if msg.chat.chat_type.value == "group" else None,
+            on_visible=typing.stop,  # typing stops when the first text is visible
+        )
+
     async def _send(
-        self, job: Job, channel: Channel, typing: TypingIndicator, result: RunResult
+        self,
+        job: Job,
+        channel: Channel,
+        typing: TypingIndicator,
+        result: RunResult,
+        streamed: StreamedReply | None = None,
     ) -> tuple[InboxState, str | None]:
         # Typing stops before the first message goes out, never after it.
         await typing.stop()
+        if streamed is not None:
+            sent = await self._finish_stream(job, streamed, result)
+            if sent is not None:
+                job.outcome = sent
+                return sent
         job.outcome = await self._deliver(job, channel, result)
         return job.outcome
+
+    async def _finish_stream(
+        self, job: Job, streamed: StreamedReply, result: RunResult
+    ) -> tuple[InboxState, str | None] | None:
+        """End a streamed answer; None when nothing was streamed (deliver it as usual)."""
+        if result.status is RunStatus.FAILED or result.silent:
+            await streamed.abandon()  # no preview stays; the usual path says the rest
+            return None
+        sent = await streamed.finish(result.content)
+        if sent is None:
+            return None
+        if self.inbox is not None and job.inbox_id is not None:
+            ids = [ref.message_id for ref in sent]
+            await self.inbox.add_part(job.inbox_id, ids, last=True, answer=result.content)
+        return InboxState.ANSWERED, None
 
     async def _record_end(self, job: Job, end: tuple[InboxState, str | None] | None) -> None:
         if self.inbox is None or job.inbox_id is None:
