@@ -51,6 +51,7 @@ class Reply:
     interleave: bool = False  # stream argument fragments of parallel calls round-robin
     cut_off: bool = False  # stream ends without finish_reason and without [DONE]
     delay: float = 0.0
+    pace: float = 0.0  # seconds between two streamed chunks (a model that writes slowly)
 
     @property
     def finish_reason(self) -> str:
@@ -77,8 +78,10 @@ def text(
     reasoning_field: str = "reasoning_content",
     usage: tuple[int, int] | None = None,
     cut_off: bool = False,
+    pace: float = 0.0,
 ) -> Reply:
-    """A text answer; each positional argument is one streamed chunk (joined when not streaming)."""
+    """A text answer; each positional argument is one streamed chunk (joined when not streaming),
+    ``pace`` seconds apart."""
     thinking = (reasoning,) if isinstance(reasoning, str) else reasoning
     return Reply(
         chunks=chunks,
@@ -86,6 +89,7 @@ def text(
         reasoning_field=reasoning_field,
         usage=usage,
         cut_off=cut_off,
+        pace=pace,
     )
 
 

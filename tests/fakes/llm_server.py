@@ -232,7 +232,7 @@ class FakeLLM:
         reply = self._resolve(item, body)
         if stream:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return _sse(self._chunks(reply, body, include_usage))
+            return _sse(self._chunks(reply, body, include_usage), pace=reply.pace)
         return JSONResponse(self._completion(reply, body))
 
     # response building
@@ -351,14 +351,14 @@ def _tool_call_fragments(calls: tuple[FakeCall, ...], interleave: bool) -> Itera
                 yield args(index, parts[round_])
 
 
-def _sse(chunks: Iterable[dict[str, Any] | str]) -> StreamingResponse:
+def _sse(chunks: Iterable[dict[str, Any] | str], *, pace: float = 0.0) -> StreamingResponse:
     async def events() -> AsyncIterator[bytes]:
         for chunk in chunks:
             if chunk == DONE:
                 yield b"data: [DONE]\n\n"
             else:
                 yield f"data: {json.dumps(chunk)}\n\n".encode()
-            await asyncio.sleep(0)  # let each chunk go out on its own
+            await asyncio.sleep(pace)  # let each chunk go out on its own
 
     return StreamingResponse(events(), media_type="text/event-stream")
 
