@@ -17,6 +17,10 @@ timeout may hide a post that went through: :class:`~channels.slack.posting.Messa
 for it in the conversation before posting again (other methods keep slack_sdk's 500/503 retry).
 Progress is the assistant thread status ("is thinking…") where Slack allows it
 (:mod:`channels.slack.status`).
+
+Streamed answers: in a thread, Slack's own stream (``chat.startStream`` / ``appendStream`` /
+``stopStream``, :mod:`channels.slack.streaming`); where Slack refuses it, the bot posts and edits
+(``chat.update``, ``chat.delete``).
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from channels.errors import ChannelError, Forbidden, NotAccepted
+from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted
 from channels.intake import Intake
-from channels.protocol import InboundHandler, SeenStore
+from channels.protocol import InboundHandler, PlatformStream, SeenStore
 from channels.slack.errors import (
     FATAL_AUTH_ERRORS,
     slack_error_code,
@@ -58,6 +62,7 @@ from channels.slack.posting import MessagePoster, SafeServerErrorRetryHandler
 from channels.slack.recent import BoundedDict
 from channels.slack.socket import FailFastSocketModeClient
 from channels.slack.status import ThreadStatus
+from channels.slack.streaming import SlackStream, error_code, refusal_scope
 from channels.types import Capabilities, ChatRef, ChatType, MessageRef
 
 log = structlog.get_logger(__name__)
@@ -113,6 +118,7 @@ class SlackChannel:
             typing=settings.assistant_status,
             reactions=True,
             threads=True,
+            edits=True,
         )
         self.seen = seen
         self.client = web_client or AsyncWebClient(
@@ -133,6 +139,8 @@ class SlackChannel:
         )
         self.bot_user_id = ""
         self.bot_id = ""
+        self.team_id = ""
+        self._no_streams: set[str] = set()  # "*", "team:<id>", "channel:<id>"
         self.socket: FailFastSocketModeClient | None = None
         self._handler: InboundHandler | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -199,6 +207,7 @@ class SlackChannel:
             raise ChannelError(f"slack auth.test: {code}") from exc
         self.bot_user_id = str(auth.get("user_id") or "")
         self.bot_id = str(auth.get("bot_id") or "")
+        self.team_id = str(auth.get("team_id") or "")
         self.poster.bot_user_id, self.poster.bot_id = self.bot_user_id, self.bot_id
         self.inbound.bot_user_id, self.inbound.bot_id = self.bot_user_id, self.bot_id
 
@@ -375,10 +384,7 @@ class SlackChannel:
         thread_ts = chat.thread_id
         if thread_ts is None and reply_to and chat.chat_type is ChatType.GROUP:
             thread_ts = reply_to if self.settings.reply_in_thread else None
-        if self.pacer is not None:
-            waited = await self.pacer.acquire(chat.chat_id)
-            if waited:
-                log.info("slack.post_paced", channel=chat.chat_id, waited=round(waited, 3))
+        await self.pace(chat.chat_id)
         kwargs: dict[str, Any] = {"channel": chat.chat_id, "text": text, "mrkdwn": True}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
@@ -387,6 +393,81 @@ class SlackChannel:
             self.inbound.join_thread(chat.chat_id, thread_ts)
             self.status.replied(chat.chat_id, thread_ts)
         return MessageRef(chat=chat, message_id=str(response.get("ts") or ""))
+
+    async def pace(self, channel_id: str) -> None:
+        """Wait for a post slot in the channel (a new message: a post or a stream)."""
+        if self.pacer is not None:
+            waited = await self.pacer.acquire(channel_id)
+            if waited:
+                log.info("slack.post_paced", channel=channel_id, waited=round(waited, 3))
+
+    # -- editing and streaming: MessageEditor, NativeStreaming ---------------------------------
+
+    async def edit_text(self, message: MessageRef, text: str) -> None:
+        """``chat.update`` with mrkdwn text, like :meth:`send_text`'s. A 429 is waited out by
+        the client's retry, then raised as :class:`~channels.errors.RetryAfter`."""
+        with translate_slack_errors("chat.update"):
+            await self.client.chat_update(
+                channel=message.chat.chat_id, ts=message.message_id, text=text
+            )
+
+    async def delete_message(self, message: MessageRef) -> bool:
+        """``chat.delete``; False when Slack refuses (``cant_delete_message``,
+        ``message_not_found``...). A 429, a 5xx or a network failure raises."""
+        try:
+            with translate_slack_errors("chat.delete"):
+                await self.client.chat_delete(channel=message.chat.chat_id, ts=message.message_id)
+        except (BadRequest, Forbidden) as exc:
+            log.info("slack.delete_refused", channel=message.chat.chat_id, error=str(exc))
+            return False
+        return True
+
+    def open_stream(self, chat: ChatRef, *, reply_to: str | None = None) -> PlatformStream | None:
+        """A native stream for an answer in a thread (where :meth:`send_text` would answer in
+        one); None outside threads, where Slack has refused streams, and in a channel whose
+        asker is unknown (a stream there must name its recipient)."""
+        thread_ts = chat.thread_id
+        if (
+            thread_ts is None
+            and reply_to
+            and chat.chat_type is ChatType.GROUP
+            and self.settings.reply_in_thread
+        ):
+            thread_ts = reply_to
+        if not thread_ts:
+            return None
+        user, team = self.inbound.asker(chat.chat_id, reply_to, thread_ts)
+        team = team or self.team_id
+        if {"*", f"team:{team}", f"channel:{chat.chat_id}"} & self._no_streams:
+            return None
+        if chat.chat_type is ChatType.GROUP and not (user and team):
+            return None
+        return SlackStream(self, chat, thread_ts, recipient_user=user, recipient_team=team)
+
+    def stream_refused(self, stream: SlackStream, exc: ChannelError) -> None:
+        """The first ``chat.startStream`` of ``stream`` failed: stop offering streams where that
+        will happen again."""
+        scope = refusal_scope(exc)
+        key = {
+            "app": "*",
+            "workspace": f"team:{stream.recipient_team or self.team_id}",
+            "place": f"channel:{stream.chat.chat_id}",
+            "request": "",
+        }[scope]
+        if key:
+            self._no_streams.add(key)
+        log.info(
+            "slack.stream_refused",
+            channel=stream.chat.chat_id,
+            error=error_code(exc) or str(exc),
+            scope=scope,
+        )
+
+    def stream_started(self, channel_id: str, thread_ts: str, ts: str) -> None:
+        """A streamed message is in the thread: a reply like a post (see :meth:`send_text`)."""
+        self.poster.remember(channel_id, ts)
+        self.inbound.join_thread(channel_id, thread_ts)
+        self.status.replied(channel_id, thread_ts)
 
     async def add_reaction(self, message: MessageRef, emoji: str) -> None:
         self.status.reaction_added(message.chat, emoji)

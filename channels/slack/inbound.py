@@ -59,6 +59,9 @@ class InboundNormalizer:
         self.bot_id = ""
         self._threads: BoundedDict[tuple[str, str], bool] = BoundedDict()  # threads we're in
         self._latest_thread: BoundedDict[tuple[str, str], str] = BoundedDict()  # (ch, user) → ts
+        # (channel, message ts or thread ts) → (user, team) of who asked there: a stream
+        # outside a DM names its recipient.
+        self._askers: BoundedDict[tuple[str, str], tuple[str, str]] = BoundedDict()
         self._recent = RecentKeys()
 
     def join_thread(self, channel_id: str, thread_ts: str) -> None:
@@ -130,6 +133,10 @@ class InboundNormalizer:
                 self._threads[(channel_id, thread_id)] = True
                 self._latest_thread[(channel_id, user)] = thread_id
 
+        team = str(body.get("team_id") or event.get("team") or "")
+        self._askers[(channel_id, ts)] = (user, team)
+        if thread_id is not None:
+            self._askers[(channel_id, thread_id)] = (user, team)
         return InboundMessage(
             chat=ChatRef(self.name, channel_id, chat_type, thread_id),
             message_id=ts,
@@ -145,6 +152,14 @@ class InboundNormalizer:
                 "team": str(body.get("team_id") or event.get("team") or ""),
             },
         )
+
+    def asker(self, channel_id: str, *timestamps: str | None) -> tuple[str, str]:
+        """(user, team) of who wrote the first of ``timestamps`` known here (a message, or the
+        latest message in a thread); empty strings when none is known."""
+        for ts in timestamps:
+            if ts and (found := self._askers.get((channel_id, ts))) is not None:
+                return found
+        return "", ""
 
     async def forget(self, msg: InboundMessage) -> None:
         """Undo the dedupe records of a message the bot did not take: its redelivery counts."""

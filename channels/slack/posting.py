@@ -42,9 +42,18 @@ from channels.slack.errors import slack_error_code, translate_slack_errors
 
 log = structlog.get_logger(__name__)
 
-# Methods that create something each time they are called: never repeated blindly.
+# Methods that create or add something each time they are called: never repeated blindly (a
+# stream's start posts a message, an append or a stop with text adds it again).
 NOT_IDEMPOTENT = frozenset(
-    {"chat.postMessage", "chat.postEphemeral", "chat.meMessage", "chat.scheduleMessage"}
+    {
+        "chat.postMessage",
+        "chat.postEphemeral",
+        "chat.meMessage",
+        "chat.scheduleMessage",
+        "chat.startStream",
+        "chat.appendStream",
+        "chat.stopStream",
+    }
 )
 CLOCK_MARGIN = 2.0
 """Seconds looked back before the first attempt, in case our clock runs ahead of Slack's."""

@@ -115,6 +115,10 @@ class ThreadStatus:
         # Slack clears the assistant status itself when the app replies in the thread.
         self._forget((channel_id, thread_ts))
 
+    async def clear(self, channel_id: str, thread_ts: str) -> None:
+        """Clear the thread's status now if one is shown (set again since our last reply)."""
+        await self._clear((channel_id, thread_ts))
+
     def close(self) -> None:
         for status in self._statuses.values():
             for task in (status.expiry, status.pending_clear):

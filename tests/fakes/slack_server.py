@@ -11,11 +11,23 @@ slack-bolt clients talk to it through ``base_url``::
         await slack.wait_for(lambda: slack.posts)
         assert slack.posts[0].channel == "D1"
 
-Web API methods: auth.test, chat.postMessage, reactions.add/remove (``already_reacted`` /
-``no_reaction``), assistant.threads.setStatus, conversations.replies/history/info, users.info and
+Web API methods: auth.test, chat.postMessage, chat.update, chat.delete, chat.startStream /
+appendStream / stopStream, reactions.add/remove (``already_reacted`` / ``no_reaction``),
+assistant.threads.setStatus, conversations.replies/history/info, users.info and
 apps.connections.open, which hands out ``ws://127.0.0.1:<port>/socket-mode``. A bot token other
 than ``bot_token`` gets ``invalid_auth`` (so does every token after :meth:`revoke`). Message
 timestamps are real-clock ``seconds.micros`` like Slack's, so ``oldest`` filters work.
+
+Every text a message showed is kept in order in :attr:`FakeSlack.message_history` (a post, each
+edit, each streamed append), so a test can check every state a user could have seen; deleted
+messages are listed in :attr:`FakeSlack.deleted`. Streams behave like Slack's: ``thread_ts`` is
+required, a channel (not a DM) needs ``recipient_user_id`` and ``recipient_team_id``, 12,000
+characters of ``markdown_text`` per call and per edited message, an edit of a message still
+streaming is ``streaming_state_conflict``, a stream ends by itself after :attr:`stream_lifetime`
+(later appends: ``message_not_in_streaming_state``); :meth:`end_stream` ends one early (the user
+pressed stop: ``stopped_by_user``). With ``streaming_supported = False`` every
+``chat.startStream`` answers :attr:`streaming_error`, as in a workspace or for an app that can't
+stream.
 
 Failures (:meth:`fail`, :meth:`hang`) are queued per method: refused outright, carried out and
 then answered with an error (``after_posting``), or carried out and answered only after a delay
@@ -82,6 +94,12 @@ class Post:
 
 
 @dataclass
+class _Stream:
+    expires: float  # time.monotonic() when Slack ends it
+    ended: str = ""  # the error later calls get once the stream ended by itself
+
+
+@dataclass
 class _Failure:
     status: int
     error: str
@@ -119,6 +137,16 @@ class FakeSlack:
     acks: dict[str, dict[str, Any]] = field(default_factory=dict)
     socket_connections: int = 0
     revoked: bool = False
+    messages: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """Every message the fake holds by (channel, ts): seeded, posted or streamed."""
+    message_history: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    """Each text a message of the bot showed, in order: as posted, after each edit or append."""
+    deleted: list[tuple[str, str]] = field(default_factory=list)
+    streaming_supported: bool = True
+    streaming_error: str = "unknown_method"
+    """What ``chat.startStream`` answers while ``streaming_supported`` is False."""
+    stream_lifetime: float = 300.0
+    """Seconds a stream started from now on stays open; Slack ends one after about 5 minutes."""
 
     def __post_init__(self) -> None:
         self._failures: dict[str, deque[_Failure]] = {}
@@ -128,6 +156,7 @@ class FakeSlack:
         self._task: asyncio.Task[None] | None = None
         self._port: int | None = None
         self._released = asyncio.Event()  # ends every hang (set on stop)
+        self._streams: dict[tuple[str, str], _Stream] = {}
 
     # -- control ---------------------------------------------------------------------------
 
@@ -180,7 +209,31 @@ class FakeSlack:
         """Seed a thread (for conversations.replies); returns the parent ts."""
         parent = str(messages[0]["ts"])
         self.threads[(channel, parent)] = [dict(m) for m in messages]
+        for message in self.threads[(channel, parent)]:
+            self.messages[(channel, str(message["ts"]))] = message
         return parent
+
+    def text_of(self, channel: str, ts: str) -> str | None:
+        """What the message shows now; None once deleted (or never there)."""
+        message = self.messages.get((channel, ts))
+        return None if message is None else str(message.get("text", ""))
+
+    def thread_texts(self, channel: str, thread_ts: str) -> list[str]:
+        """The bot's replies in a thread as they show now, oldest first."""
+        return [
+            str(m.get("text", ""))
+            for m in self.threads.get((channel, thread_ts), [])
+            if m.get("ts") != thread_ts and m.get("bot_id") == self.bot_id
+        ]
+
+    def is_streaming(self, channel: str, ts: str) -> bool:
+        return self._stream_state((channel, ts)) is not None
+
+    def end_stream(self, channel: str, ts: str, error: str = "stopped_by_user") -> None:
+        """End a stream from Slack's side: later appends and stops answer ``error``."""
+        stream = self._streams.get((channel, ts))
+        if stream is not None:
+            stream.ended = error
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 10) -> None:
         async def loop() -> None:
@@ -303,14 +356,19 @@ class FakeSlack:
         return {"url": f"ws://127.0.0.1:{self.port}/socket-mode?ticket={next_id()}"}
 
     def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
-        channel, text = str(args.get("channel", "")), str(args.get("text", ""))
+        channel = str(args.get("channel", ""))
+        text = str(args.get("text") or args.get("markdown_text") or "")
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
         if not text:
             return {"ok": False, "error": "no_text"}
         thread_ts = str(args["thread_ts"]) if args.get("thread_ts") else None
+        message = self._add_message(channel, text, thread_ts)
+        self.posts.append(Post(channel, text, thread_ts, message["ts"]))
+        return {"channel": channel, "ts": message["ts"], "message": message}
+
+    def _add_message(self, channel: str, text: str, thread_ts: str | None) -> dict[str, Any]:
         ts = next_ts()
-        self.posts.append(Post(channel, text, thread_ts, ts))
         message = {"type": "message", "user": self.bot_user_id, "bot_id": self.bot_id}
         message |= {"text": text, "ts": ts}
         if thread_ts:
@@ -321,7 +379,125 @@ class FakeSlack:
                 self.statuses[(channel, thread_ts)] = ""
         else:
             self.history.setdefault(channel, []).append(message)
-        return {"channel": channel, "ts": ts, "message": message}
+        self.messages[(channel, ts)] = message
+        self.message_history[(channel, ts)] = [text] if text else []
+        return message
+
+    def _show(self, key: tuple[str, str], text: str) -> None:
+        self.messages[key]["text"] = text
+        self.message_history.setdefault(key, []).append(text)
+
+    def _own_message(self, args: dict[str, Any], refusal: str) -> tuple[str, str] | dict[str, Any]:
+        """The (channel, ts) of a message of ours the call names, or the error to answer."""
+        key = (str(args.get("channel") or ""), str(args.get("ts") or ""))
+        if not key[0]:
+            return {"ok": False, "error": "channel_not_found"}
+        message = self.messages.get(key)
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if message.get("bot_id") != self.bot_id:
+            return {"ok": False, "error": refusal}
+        return key
+
+    def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        found = self._own_message(args, "cant_update_message")
+        if isinstance(found, dict):
+            return found
+        text, markdown = args.get("text"), args.get("markdown_text")
+        if markdown is not None and (text is not None or args.get("blocks")):
+            return {"ok": False, "error": "markdown_text_conflict"}
+        new = str(markdown if markdown is not None else text or "")
+        if not new:
+            return {"ok": False, "error": "no_text"}
+        if len(new) > (MARKDOWN_LIMIT if markdown is not None else UPDATE_TEXT_LIMIT):
+            return {"ok": False, "error": "msg_too_long"}
+        if self._stream_state(found) is not None:
+            return {"ok": False, "error": "streaming_state_conflict"}
+        self._show(found, new)
+        return {"channel": found[0], "ts": found[1], "text": new}
+
+    def _m_chat_delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        found = self._own_message(args, "cant_delete_message")
+        if isinstance(found, dict):
+            return found
+        message = self.messages.pop(found)
+        self._streams.pop(found, None)
+        thread_ts = message.get("thread_ts")
+        siblings = (
+            self.threads.get((found[0], str(thread_ts)), [])
+            if thread_ts
+            else self.history.get(found[0], [])
+        )
+        siblings[:] = [m for m in siblings if m is not message]
+        self.deleted.append(found)
+        return {"channel": found[0], "ts": found[1]}
+
+    # -- streams: chat.startStream / appendStream / stopStream ---------------------------------
+
+    def _stream_state(self, key: tuple[str, str]) -> _Stream | None:
+        """The open stream of a message; one past its lifetime ends (its text stays)."""
+        stream = self._streams.get(key)
+        if stream is None:
+            return None
+        if not stream.ended and time.monotonic() > stream.expires:
+            stream.ended = "message_not_in_streaming_state"
+        return None if stream.ended else stream
+
+    def _m_chat_startStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not self.streaming_supported:
+            return {"ok": False, "error": self.streaming_error}
+        channel = str(args.get("channel") or "")
+        thread_ts = str(args.get("thread_ts") or "")
+        markdown = str(args.get("markdown_text") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not thread_ts:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not channel.startswith("D"):  # streams outside a DM name their recipient
+            if not args.get("recipient_user_id"):
+                return {"ok": False, "error": "missing_recipient_user_id"}
+            if not args.get("recipient_team_id"):
+                return {"ok": False, "error": "missing_recipient_team_id"}
+        if len(markdown) > MARKDOWN_LIMIT:
+            return {"ok": False, "error": "msg_too_long"}
+        message = self._add_message(channel, markdown, thread_ts)
+        self._streams[(channel, message["ts"])] = _Stream(time.monotonic() + self.stream_lifetime)
+        return {"channel": channel, "ts": message["ts"]}
+
+    def _open_stream(
+        self, args: dict[str, Any], *, stopping: bool = False
+    ) -> tuple[str, str] | dict[str, Any]:
+        key = (str(args.get("channel") or ""), str(args.get("ts") or ""))
+        if key not in self.messages:
+            return {"ok": False, "error": "message_not_found"}
+        if self.messages[key].get("bot_id") != self.bot_id:
+            return {"ok": False, "error": "message_not_owned_by_app"}
+        if self._stream_state(key) is None:
+            stream = self._streams.get(key)
+            error = stream.ended if stream is not None and not stopping else ""
+            return {"ok": False, "error": error or "message_not_in_streaming_state"}
+        if len(str(args.get("markdown_text") or "")) > MARKDOWN_LIMIT:
+            return {"ok": False, "error": "msg_too_long"}
+        return key
+
+    def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        found = self._open_stream(args)
+        if isinstance(found, dict):
+            return found
+        markdown = str(args.get("markdown_text") or "")
+        if not markdown:
+            return {"ok": False, "error": "markdown_text_required"}
+        self._show(found, str(self.messages[found].get("text", "")) + markdown)
+        return {"channel": found[0], "ts": found[1]}
+
+    def _m_chat_stopStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        found = self._open_stream(args, stopping=True)
+        if isinstance(found, dict):
+            return found
+        if markdown := str(args.get("markdown_text") or ""):
+            self._show(found, str(self.messages[found].get("text", "")) + markdown)
+        del self._streams[found]
+        return {"channel": found[0], "ts": found[1], "message": dict(self.messages[found])}
 
     def _m_reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
         key = (str(args.get("channel")), str(args.get("timestamp")))
@@ -423,6 +599,10 @@ class FakeSlack:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+
+MARKDOWN_LIMIT = 12_000  # markdown_text per call, and per message on chat.update
+UPDATE_TEXT_LIMIT = 4_000  # chat.update's msg_too_long for ``text``
 
 
 def _error(code: str) -> JSONResponse:
