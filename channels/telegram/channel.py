@@ -15,6 +15,12 @@ Sending (``send_text``) is where Telegram's rules live:
 - a group that became a supergroup: the new chat id is remembered and the send repeated there;
 - 403 (blocked by the user, kicked): logged and raised, never retried.
 
+Streaming (``bot/streaming/``) uses the same rules: ``edit_text`` is paced like a send, falls back
+to plain text the same way and treats "message is not modified" as done; ``delete_message`` says
+False when Telegram refuses. In private chats ``open_stream`` gives a draft preview
+(:mod:`channels.telegram.drafts`) unless ``TelegramOptions.drafts`` is off or Telegram refused
+drafts once (an older Bot API server, a bot not allowed to use them).
+
 Receiving acknowledges Telegram only once the bot's handler has stored the message: the poller
 (:mod:`channels.telegram.polling`) confirms an offset only past updates handed over, the webhook
 answers after the handler returned. An update the bot did not take
@@ -25,6 +31,7 @@ Telegram delivers it again.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import secrets
 import time
@@ -41,11 +48,13 @@ from telegram.request import HTTPXRequest
 
 from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
 from channels.intake import Intake, first_sight, forget_seen
-from channels.protocol import InboundHandler, SeenStore, StateStore
+from channels.protocol import InboundHandler, PlatformStream, SeenStore, StateStore
+from channels.telegram.drafts import DraftStream
 from channels.telegram.errors import (
     ChatMigrated,
     TelegramTimedOut,
     TelegramUnavailable,
+    UnknownTokenOrMethod,
     translate_telegram_errors,
 )
 from channels.telegram.migrations import ChatMigrations
@@ -92,6 +101,7 @@ class TelegramChannel:
             typing=True,
             reactions=options.reactions,
             threads=True,
+            edits=True,
         )
         self._state = state
         self._seen = seen
@@ -111,6 +121,9 @@ class TelegramChannel:
         self.migrations = ChatMigrations(state, options.name)
         self._admins: dict[str, tuple[float, frozenset[str]]] = {}
         self._initialized = False
+        self.drafts = options.drafts
+        """Whether private chats stream as drafts; turned off when Telegram refuses them."""
+        self._draft_ids = itertools.count(secrets.randbelow(2**30) + 1)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -266,7 +279,37 @@ class TelegramChannel:
         refs = await self._send(chat, text, reply_to, ParseMode.HTML)
         return refs[0]
 
+    async def send_plain(
+        self, chat: ChatRef, text: str, *, reply_to: str | None = None
+    ) -> list[MessageRef]:
+        """Send ``text`` as it is (no markup), split when Telegram finds it too long."""
+        return await self._send(chat, text, reply_to, None)
+
     async def _send(
+        self, chat: ChatRef, text: str, reply_to: str | None, parse_mode: str | None
+    ) -> list[MessageRef]:
+        return await self._plain_if_rejected(
+            chat, text, parse_mode, lambda t, mode: self._send_as(chat, t, reply_to, mode)
+        )
+
+    async def _plain_if_rejected(
+        self,
+        chat: ChatRef,
+        text: str,
+        parse_mode: str | None,
+        attempt: Callable[[str, str | None], Awaitable[T]],
+    ) -> T:
+        """``attempt(text, parse_mode)``, once more as plain text if Telegram can't parse the
+        HTML, so the message still arrives (sends and edits alike)."""
+        try:
+            return await attempt(text, parse_mode)
+        except BadRequest as exc:
+            if parse_mode is None or "can't parse entities" not in str(exc).lower():
+                raise
+            log.warning("telegram.html_rejected", chat=chat.chat_id, error=str(exc))
+        return await attempt(html_to_plain(text), None)
+
+    async def _send_as(
         self, chat: ChatRef, text: str, reply_to: str | None, parse_mode: str | None
     ) -> list[MessageRef]:
         chat_id = await self.migrations.resolve(chat.chat_id)
@@ -276,11 +319,7 @@ class TelegramChannel:
             await self.migrations.remember(chat_id, str(exc.new_chat_id))
             message = await self._send_once(chat, str(exc.new_chat_id), text, reply_to, parse_mode)
         except BadRequest as exc:
-            reason = str(exc).lower()
-            if parse_mode is not None and "can't parse entities" in reason:
-                log.warning("telegram.html_rejected", chat=chat_id, error=str(exc))
-                return await self._send(chat, html_to_plain(text), reply_to, None)
-            if "message is too long" in reason:
+            if "message is too long" in str(exc).lower():
                 return await self._send_smaller(chat, text, reply_to, parse_mode)
             raise
         except Forbidden as exc:
@@ -308,7 +347,6 @@ class TelegramChannel:
         reply_to: str | None,
         parse_mode: str | None,
     ) -> Message:
-        await self.pacer.acquire(chat_id, group=chat.chat_type is ChatType.GROUP)
         reply = (
             ReplyParameters(int(reply_to), allow_sending_without_reply=True)
             if reply_to and reply_to.isdigit()
@@ -324,12 +362,27 @@ class TelegramChannel:
                 reply_parameters=reply,
             )
 
+        return await self._paced(chat, chat_id, call, retry_timeouts=False)
+
+    async def _paced(
+        self,
+        chat: ChatRef,
+        chat_id: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        retry_timeouts: bool,
+    ) -> T:
+        """A message send or edit: wait for the pacer, and hold the chat on a 429."""
+        await self.pacer.acquire(chat_id, group=chat.chat_type is ChatType.GROUP)
         try:
-            return await self._retrying(call, retry_timeouts=False)
+            return await self._retrying(call, retry_timeouts=retry_timeouts)
         except RetryAfter as exc:
-            self.pacer.hold(chat_id, exc.retry_after)
-            log.info("telegram.rate_limited", chat=chat_id, retry_after=exc.retry_after)
+            self._rate_limited(chat_id, exc)
             raise
+
+    def _rate_limited(self, chat_id: str, exc: RetryAfter) -> None:
+        self.pacer.hold(chat_id, exc.retry_after)
+        log.info("telegram.rate_limited", chat=chat_id, retry_after=exc.retry_after)
 
     async def _retrying(
         self, call: Callable[[], Awaitable[T]], *, retry_timeouts: bool = True
@@ -349,6 +402,95 @@ class TelegramChannel:
                 await asyncio.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    # -- editing and streaming (bot/streaming/) ----------------------------------------------
+
+    async def edit_text(self, message: MessageRef, text: str) -> None:
+        """Replace a sent message's text by ``text`` (Telegram HTML, like :meth:`send_text`).
+
+        Paced like a send; HTML Telegram can't parse is sent again as plain text; an edit that
+        changes nothing is fine. A 429 holds the chat and raises
+        :class:`~channels.errors.RetryAfter`; a text too long for one message raises
+        :class:`~channels.errors.BadRequest` (an edit can't become two messages).
+        """
+        await self._plain_if_rejected(
+            message.chat, text, ParseMode.HTML, lambda t, mode: self._edit_as(message, t, mode)
+        )
+
+    async def _edit_as(self, message: MessageRef, text: str, parse_mode: str | None) -> None:
+        chat_id = await self.migrations.resolve(message.chat.chat_id)
+
+        async def call() -> Message | bool:
+            return await self.bot.edit_message_text(
+                text, chat_id, int(message.message_id), parse_mode=parse_mode
+            )
+
+        try:
+            # A timed-out edit is safe to repeat: at worst the repeat changes nothing.
+            await self._paced(message.chat, chat_id, call, retry_timeouts=True)
+        except BadRequest as exc:
+            if "message is not modified" not in str(exc).lower():
+                raise
+
+    async def delete_message(self, message: MessageRef) -> bool:
+        """Delete a message; False when Telegram refuses (not found, too old, no rights).
+
+        A 429 holds the chat and raises :class:`~channels.errors.RetryAfter`; 5xx and network
+        failures are retried, then raised.
+        """
+        if not message.message_id.isdigit():
+            return False
+        chat_id = await self.migrations.resolve(message.chat.chat_id)
+
+        async def call() -> bool:
+            return await self.bot.delete_message(chat_id, int(message.message_id))
+
+        try:
+            return await self._retrying(call)
+        except RetryAfter as exc:
+            self._rate_limited(chat_id, exc)
+            raise
+        except (BadRequest, Forbidden) as exc:
+            log.info("telegram.delete_refused", chat=chat_id, error=str(exc))
+            return False
+
+    def open_stream(self, chat: ChatRef, *, reply_to: str | None = None) -> PlatformStream | None:
+        """A draft preview (:class:`~channels.telegram.drafts.DraftStream`) in a private chat;
+        None in groups, with drafts off, or once Telegram refused them (send + edit then)."""
+        if not self.drafts or chat.chat_type is not ChatType.DIRECT:
+            return None
+        if not chat.chat_id.isdigit() or int(chat.chat_id) <= 0:  # private chats only
+            return None
+        return DraftStream(self, chat, next(self._draft_ids), reply_to)
+
+    async def send_draft(self, chat: ChatRef, draft_id: int, text: str) -> None:
+        """One ``sendMessageDraft`` (plain text), retried on 5xx; a 429 holds the chat and
+        raises :class:`~channels.errors.RetryAfter`. Not paced: the bot throttles previews."""
+
+        async def call() -> bool:
+            return await self.bot.send_message_draft(
+                int(chat.chat_id),
+                draft_id,
+                text,
+                message_thread_id=int(chat.thread_id) if chat.thread_id else None,
+            )
+
+        try:
+            await self._retrying(call)
+        except RetryAfter as exc:
+            self._rate_limited(chat.chat_id, exc)
+            raise
+
+    def drafts_refused(self, chat: ChatRef, exc: ChannelError) -> None:
+        """Telegram refused a stream's first draft: unless that refusal is about this chat only
+        (403: the user blocked the bot), stop offering drafts."""
+        if isinstance(exc, Forbidden) and not isinstance(exc, UnknownTokenOrMethod):
+            log.info("telegram.draft_forbidden", chat=chat.chat_id, error=str(exc))
+            return
+        self.drafts = False
+        log.warning("telegram.drafts_unsupported", error=str(exc))
+
+    # -- chat actions ------------------------------------------------------------------------
 
     async def set_typing(self, chat: ChatRef) -> None:
         chat_id = await self.migrations.resolve(chat.chat_id)

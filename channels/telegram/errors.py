@@ -3,6 +3,7 @@
 ChannelError (channels.errors)
 ├── RetryAfter             429: Telegram told us how long to wait
 ├── Forbidden              403: blocked by the user, kicked from the group, invalid token
+│   └── UnknownTokenOrMethod 401/404: a bad token, or (the token works) a method the server lacks
 ├── BadRequest             400: malformed request ("can't parse entities", "message is too long")
 │   └── ChatMigrated       the group became a supergroup; carries the new chat id
 └── TelegramUnavailable    5xx and network failures: worth retrying with backoff
@@ -25,6 +26,11 @@ class ChatMigrated(BadRequest):
     def __init__(self, new_chat_id: int) -> None:
         super().__init__(f"group migrated to supergroup {new_chat_id}")
         self.new_chat_id = new_chat_id
+
+
+class UnknownTokenOrMethod(Forbidden):
+    """401/404: Telegram does not know the token, or, with a token that works, the method (a
+    Bot API server older than the method, e.g. ``sendMessageDraft``)."""
 
 
 class TelegramUnavailable(ChannelError):
@@ -54,7 +60,9 @@ def translate_telegram_errors() -> Iterator[None]:
         raise RetryAfter(retry_after_seconds(exc), exc.message) from exc
     except tg.ChatMigrated as exc:
         raise ChatMigrated(int(exc.new_chat_id)) from exc
-    except (tg.Forbidden, tg.InvalidToken) as exc:
+    except tg.InvalidToken as exc:
+        raise UnknownTokenOrMethod(exc.message) from exc
+    except tg.Forbidden as exc:
         raise Forbidden(exc.message) from exc
     except tg.BadRequest as exc:  # before NetworkError: PTB derives BadRequest from it
         raise BadRequest(exc.message) from exc

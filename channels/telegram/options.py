@@ -23,6 +23,9 @@ class TelegramOptions:
     rate_limits: RateLimits | None = field(default_factory=RateLimits)
     """``None`` turns pacing off (self-hosted Bot API servers, benchmarks)."""
     reactions: bool = True
+    drafts: bool = True
+    """Stream answers in private chats as draft previews (``sendMessageDraft``); off, or where
+    Telegram refuses drafts, the bot streams by sending a message and editing it."""
     reply_context_chars: int = 500
     retry_backoff: float = 0.5
     """First delay before retrying a 5xx/network failure; doubles each time."""

@@ -4,7 +4,8 @@ Telegram allows about one message per second in a chat (short bursts are fine), 
 in a group, and 30 per second overall. Each send takes a token from its chat bucket, its group
 bucket (groups only) and the global bucket; a bucket refills continuously and holds up to
 ``burst`` tokens, so the first few messages of a normal exchange are never delayed. Only message
-sends and edits are paced: typing and reactions do not spend the budget.
+sends and edits are paced: typing, reactions, deletions and draft previews do not spend the
+budget (draft previews do wait out a hold: :meth:`SendPacer.held_for`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class SendPacer:
 
     def hold(self, chat_id: str, seconds: float) -> None:
         self._held_until[chat_id] = max(self._held_until.get(chat_id, 0.0), self.clock() + seconds)
+
+    def held_for(self, chat_id: str) -> float:
+        """Seconds ``chat_id`` stays on hold after a 429 (0 when it is not held)."""
+        return max(0.0, self._held_until.get(chat_id, 0.0) - self.clock())
 
     async def acquire(self, chat_id: str, *, group: bool) -> float:
         """Take one send token for ``chat_id``; returns how long it waited."""

@@ -6,12 +6,16 @@ It listens on 127.0.0.1 (a free port) inside the test's event loop and answers
 ``base_url``. It is strict where Telegram is: ``sendMessage`` with ``parse_mode=HTML`` rejects
 unsupported or unbalanced tags and unknown entities ("can't parse entities",
 :mod:`tests.fakes.telegram_html`), and any text longer than 4096 UTF-16 units after parsing
-("message is too long")::
+("message is too long"). ``editMessageText``, ``deleteMessage`` and ``sendMessageDraft`` behave
+like Telegram's too ("message is not modified", "message to delete not found", drafts in private
+chats only), and every state a user could have seen is recorded: ``message_history`` (each bot
+message's visible text, from the send through every edit) and ``drafts`` (each draft preview)::
 
     async with FakeTelegram() as tg:
         tg.push(tg.private_message("hi", user_id=42))          # next getUpdates returns it
         tg.fail_next("sendMessage", 429, retry_after=1)        # injected failures
         tg.hold("sendMessage", after=2)                         # the 3rd hangs till release()
+        tg.unknown_methods.add("sendMessageDraft")              # an older Bot API server: 404
         await tg.wait_for(lambda: tg.sent)                      # condition waits, no sleeps
         assert tg.sent[0]["text"] == "echo: hi"
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import json
 import re
 import time
@@ -52,6 +57,7 @@ _INT_PARAMS = {
     "limit",
     "message_id",
     "user_id",
+    "draft_id",
 }
 # The emoji a bot may react with (Telegram rejects others with REACTION_INVALID).
 ALLOWED_REACTIONS = {
@@ -60,6 +66,13 @@ ALLOWED_REACTIONS = {
     "👨‍💻",
     "❤‍🔥",
 }
+# HTML tags that make the same entity (Telegram compares entities, not tags).
+_TAG_ALIASES = {"strong": "b", "em": "i", "ins": "u", "strike": "s", "del": "s"}
+_TAG_RE = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)((?:\s[^<>]*)?)>")
+NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply markup "
+    "are exactly the same as a current content and reply markup of the message"
+)
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,21 @@ class Failure:
     match: Callable[[dict[str, Any]], bool] | None = None
 
 
+@dataclass
+class SentMessage:
+    """A message the bot sent, as Telegram holds it now."""
+
+    chat_id: int
+    message_id: int
+    text: str
+    """The visible text (markup parsed away)."""
+    entities: tuple[tuple[str, str, int, int], ...]
+    """(tag, attributes, start, end) of each formatted span: with ``text``, what Telegram
+    compares to say "message is not modified"."""
+    thread_id: int | None = None
+    deleted: bool = False
+
+
 class ApiError(Exception):
     def __init__(self, status: int, description: str, **parameters: Any) -> None:
         super().__init__(description)
@@ -117,6 +145,13 @@ class FakeTelegram:
         self._released = asyncio.Event()
         self._next_update_id = 1000
         self._next_message_id = 500
+        self.messages: dict[tuple[int, int], SentMessage] = {}
+        self.message_history: dict[tuple[int, int], list[str]] = {}
+        """(chat_id, message_id) → every visible text of a bot message: sent, then each edit."""
+        self.drafts: dict[tuple[int, int], list[str]] = {}
+        """(chat_id, draft_id) → every text a draft preview showed, in order."""
+        self.unknown_methods: set[str] = set()
+        """Methods answered 404 "Not Found", as by a Bot API server that predates them."""
         self._changed = asyncio.Condition()
         self._server: LoopbackServer | None = None
         self._port = 0
@@ -229,6 +264,11 @@ class FakeTelegram:
     def texts(self, chat_id: int | None = None) -> list[str]:
         return [p["text"] for p in self.sent if chat_id is None or p["chat_id"] == chat_id]
 
+    def visible(self, chat_id: int, message_id: int) -> str | None:
+        """The text a user sees in that message now, None once deleted (or never sent)."""
+        message = self.messages.get((chat_id, message_id))
+        return None if message is None or message.deleted else message.text
+
     async def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> None:
         async def wait() -> None:
             async with self._changed:
@@ -337,7 +377,7 @@ class FakeTelegram:
                 await asyncio.sleep(self.delays[method])
             self._inject_failure(method, params)
             handler = getattr(self, f"_m_{method}", None)
-            if handler is None:
+            if handler is None or method in self.unknown_methods:
                 raise ApiError(404, "Not Found")
             result = await handler(params)
         except ApiError as exc:
@@ -419,28 +459,61 @@ class FakeTelegram:
         return True
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
-        text = params.get("text", "")
-        try:
-            plain = parse_html(text) if params.get("parse_mode") == "HTML" else text
-        except HtmlError as exc:
-            raise ApiError(400, f"Bad Request: can't parse entities: {exc}") from None
-        if not plain.strip():
-            raise ApiError(400, "Bad Request: message text is empty")
-        if len(plain.encode("utf-16-le")) // 2 > MAX_TEXT_UNITS:
-            raise ApiError(400, "Bad Request: message is too long")
+        plain, entities = _parse_text(params, allow_empty=False)
         message_id = self._new_message_id()
         params["_message_id"] = message_id
-        chat_id = params["chat_id"]
-        chat = {"id": chat_id, "type": "private" if int(chat_id) > 0 else "supergroup"}
-        result = {
-            "message_id": message_id,
+        chat_id = int(params["chat_id"])
+        thread_id = params.get("message_thread_id") or None
+        message = SentMessage(chat_id, message_id, plain, entities, thread_id)
+        self.messages[(chat_id, message_id)] = message
+        self.message_history[(chat_id, message_id)] = [plain]
+        return self._message_json(message)
+
+    async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
+        if "inline_message_id" in params:
+            raise ApiError(400, "Bad Request: MESSAGE_ID_INVALID")
+        key = (int(params.get("chat_id") or 0), int(params.get("message_id") or 0))
+        message = self.messages.get(key)
+        if message is None or message.deleted:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        plain, entities = _parse_text(params, allow_empty=False)
+        if (plain, entities) == (message.text, message.entities):
+            raise ApiError(400, NOT_MODIFIED)
+        message.text, message.entities = plain, entities
+        self.message_history[key].append(plain)
+        return {**self._message_json(message), "edit_date": int(time.time())}
+
+    async def _m_deleteMessage(self, params: dict[str, Any]) -> Any:
+        key = (int(params.get("chat_id") or 0), int(params.get("message_id") or 0))
+        message = self.messages.get(key)
+        if message is None or message.deleted:
+            raise ApiError(400, "Bad Request: message to delete not found")
+        message.deleted = True
+        return True
+
+    async def _m_sendMessageDraft(self, params: dict[str, Any]) -> Any:
+        chat_id = int(params.get("chat_id") or 0)
+        if chat_id <= 0:  # groups, supergroups and channels have negative ids
+            raise ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        draft_id = int(params.get("draft_id") or 0)
+        if draft_id == 0:
+            raise ApiError(400, "Bad Request: draft_id must be non-zero")
+        # An empty text shows a "Thinking..." placeholder (recorded as "").
+        plain, _ = _parse_text(params, allow_empty=True)
+        self.drafts.setdefault((chat_id, draft_id), []).append(plain)
+        return True
+
+    def _message_json(self, message: SentMessage) -> dict[str, Any]:
+        chat_type = "private" if message.chat_id > 0 else "supergroup"
+        result: dict[str, Any] = {
+            "message_id": message.message_id,
             "date": int(time.time()),
-            "chat": chat,
+            "chat": {"id": message.chat_id, "type": chat_type},
             "from": self.bot_user(),
-            "text": plain,
+            "text": message.text,
         }
-        if params.get("message_thread_id"):
-            result["message_thread_id"] = params["message_thread_id"]
+        if message.thread_id:
+            result["message_thread_id"] = message.thread_id
         return result
 
     async def _m_getChatAdministrators(self, params: dict[str, Any]) -> Any:
@@ -456,6 +529,41 @@ class FakeTelegram:
         if status == "creator":
             member["is_anonymous"] = False
         return member
+
+
+def _parse_text(
+    params: dict[str, Any], *, allow_empty: bool
+) -> tuple[str, tuple[tuple[str, str, int, int], ...]]:
+    """The visible text and entities of a message's ``text`` as Telegram parses it."""
+    text = params.get("text") or ""
+    html_mode = params.get("parse_mode") == "HTML"
+    try:
+        plain = parse_html(text) if html_mode else text
+    except HtmlError as exc:
+        raise ApiError(400, f"Bad Request: can't parse entities: {exc}") from None
+    if not allow_empty and not plain.strip():
+        raise ApiError(400, "Bad Request: message text is empty")
+    if len(plain.encode("utf-16-le")) // 2 > MAX_TEXT_UNITS:
+        raise ApiError(400, "Bad Request: message is too long")
+    return plain, _entities(text) if html_mode else ()
+
+
+def _entities(markup: str) -> tuple[tuple[str, str, int, int], ...]:
+    """The formatted spans of HTML that :func:`parse_html` accepted (empty spans vanish)."""
+    spans: list[tuple[str, str, int, int]] = []
+    open_tags: list[tuple[str, str, int]] = []
+    offset = pos = 0
+    for match in _TAG_RE.finditer(markup):
+        offset += len(html.unescape(markup[pos : match.start()]))
+        pos = match.end()
+        tag = _TAG_ALIASES.get(match.group(2).lower(), match.group(2).lower())
+        if match.group(1):
+            name, attributes, start = open_tags.pop()
+            if offset > start:
+                spans.append((name, attributes, start, offset))
+        else:
+            open_tags.append((tag, match.group(3).strip(), offset))
+    return tuple(sorted(spans, key=lambda span: (span[2], span[3], span[0])))
 
 
 def _decode(body: bytes, content_type: str) -> dict[str, Any]:
