@@ -43,6 +43,9 @@ def slack_section(slack: FakeSlack, mode: str, **extra: Any) -> dict[str, Any]:
         "signing_secret": slack.signing_secret,
         "api_base_url": slack.base_url,
         "ping_interval": 0.5,
+        # These tests check whole-message delivery; streamed answers (the default) have their
+        # own tests (test_streaming_e2e.py, test_slack_streaming.py).
+        "streaming": "off",
         **extra,
     }
 

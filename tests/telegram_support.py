@@ -39,6 +39,9 @@ def tg_config(
         "api_base_url": tg.base_url,
         "polling_timeout": 1,
         "rate_limit": "off",
+        # Whole-message delivery; streamed answers (the default) are tested on their own
+        # (test_streaming_e2e.py, test_telegram_streaming.py).
+        "streaming": "off",
         **section,
     }
     return make_config(tmp_path, llm, channels={"telegram": telegram}, bot=bot or {})
