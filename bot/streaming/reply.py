@@ -115,6 +115,7 @@ class StreamedReply:
         self._key = f"{chat.channel}:{chat.chat_id}:{chat.thread_id or ''}"
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task[None] | None = None
+        self._waiting = False  # the pending update still waits for its turn (not sending)
 
     # -- events ----------------------------------------------------------------------------
 
@@ -136,11 +137,15 @@ class StreamedReply:
         if self._pending is not None and not self._pending.done():
             return
         delay = self.clock.wait(self._key, self.options.interval)
+        self._waiting = True  # until it starts sending (it may not even have started)
         self._pending = asyncio.create_task(self._flush_after(delay), name="stream:flush")
 
     async def _flush_after(self, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+        finally:
+            self._waiting = False
         await self._flush()
 
     async def _flush(self) -> None:
@@ -189,11 +194,16 @@ class StreamedReply:
                 await self.on_visible()
 
     async def _cancel_pending(self) -> None:
+        """Drop an update that still waits; let one being sent finish. Cancelling a send in
+        flight could leave a message on the platform that this stream doesn't know of: the
+        answer would then be sent a second time."""
         task, self._pending = self._pending, None
-        if task is not None and not task.done():
+        if task is None or task.done():
+            return
+        if self._waiting:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     async def _close_segment(self, content: str | None) -> None:
         """End the current model call's preview: keep it as a block reply or remove it."""
