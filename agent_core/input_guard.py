@@ -93,3 +93,13 @@ def check(text: str, mode: GuardMode | str, **fields: object) -> GuardVerdict:
         **fields,
     )
     return GuardVerdict(found, blocked=blocked)
+
+
+TRUNCATION_NOTE = "\n\n[Note: the message was {n} characters long and was truncated to {limit}.]"
+
+
+def bound_input(text: str, limit: int) -> str:
+    """A user message cut at ``limit`` characters, telling the model it was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATION_NOTE.format(n=len(text), limit=limit)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -30,14 +30,15 @@ from agent_core.errors import AgentError, MaxIterationsExceeded, ProviderError
 from agent_core.events import Event, EventBus, EventType
 from agent_core.history import prepare_history
 from agent_core.hooks import PreToolUseHook
-from agent_core.input_guard import BLOCKED_REPLY
+from agent_core.input_guard import BLOCKED_REPLY, bound_input
 from agent_core.input_guard import check as guard_input
 from agent_core.messages import Message, ToolCall, Usage
-from agent_core.orchestration.workspaces import RunWorkspace, resolve_run_workspace
+from agent_core.orchestration.workspaces import resolve_run_workspace
 from agent_core.prompt import build_system_prompt
 from agent_core.providers.base import Delta, ModelRequest, ModelResponse, Provider
 from agent_core.retry import RetryPolicy, call_with_retry
 from agent_core.run import RunRequest, RunResult, RunStatus
+from agent_core.run_state import Finish, RunState
 from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
@@ -59,29 +60,6 @@ MAX_ITERATIONS_REPLY = (
     "I stopped after {n} steps without reaching an answer. "
     "Please narrow the request or ask me to continue."
 )
-TRUNCATION_NOTE = "\n\n[Note: the message was {n} characters long and was truncated to {limit}.]"
-
-
-@dataclass
-class _RunState:
-    request: RunRequest
-    trace: Trace
-    messages: list[Message]
-    buffer: list[Message] = field(default_factory=list)  # written to the session at the end
-    usage: Usage = field(default_factory=Usage)
-    iterations: int = 0
-    budget: ToolBudget | None = None  # the run's tool calls; set on the first tool batch
-    stored: list[Message] = field(default_factory=list)  # the session before this run
-    summary: str | None = None  # the session's summary before this run
-    place: RunWorkspace | None = None  # the run's default workspace and extra roots
-    compacted: bool = False  # mid-loop compaction happens at most once per run
-    stop_reason: str | None = None  # set when the run stopped early (trace marked error)
-
-
-@dataclass(frozen=True, slots=True)
-class _Finish:
-    content: str
-    status: RunStatus = RunStatus.COMPLETED
 
 
 class Loop:
@@ -144,7 +122,7 @@ class Loop:
             parent_span_id=request.parent_span_id,
         )
         await self._emit(request, EventType.RUN_STARTED, message=request.message)
-        state: _RunState | None = None
+        state: RunState | None = None
         try:
             verdict = guard_input(
                 request.message,
@@ -209,7 +187,7 @@ class Loop:
         await self._save_trace(trace)
         return result
 
-    async def _prepare(self, request: RunRequest, trace: Trace) -> _RunState:
+    async def _prepare(self, request: RunRequest, trace: Trace) -> RunState:
         place = resolve_run_workspace(self.settings, request)
         mode = PromptMode.MINIMAL if request.minimal_prompt else PromptMode.FULL
         await asyncio.to_thread(self.workspaces.ensure_user_files, request.user_id)
@@ -229,9 +207,9 @@ class Loop:
         if history.summary:
             messages += summary_messages(history.summary)
         messages += prepare_history(history.messages, self.settings.history_limit)
-        user = Message.user(self._bounded_input(request.message))
+        user = Message.user(bound_input(request.message, self.settings.max_message_chars))
         messages.append(user)
-        return _RunState(
+        return RunState(
             request=request,
             trace=trace,
             messages=messages,
@@ -241,19 +219,13 @@ class Loop:
             place=place,
         )
 
-    def _bounded_input(self, text: str) -> str:
-        limit = self.settings.max_message_chars
-        if len(text) <= limit:
-            return text
-        return text[:limit] + TRUNCATION_NOTE.format(n=len(text), limit=limit)
-
-    async def _iterate(self, state: _RunState) -> tuple[str, RunStatus]:
+    async def _iterate(self, state: RunState) -> tuple[str, RunStatus]:
         cap = state.request.max_iterations or self.settings.max_iterations
         try:
             for iteration in range(1, cap + 1):
                 state.iterations = iteration
                 step = await self._think_act_observe(state, iteration)
-                if isinstance(step, _Finish):
+                if isinstance(step, Finish):
                     return step.content, step.status
             raise MaxIterationsExceeded(cap)
         except MaxIterationsExceeded as exc:
@@ -261,7 +233,7 @@ class Loop:
             state.trace.root.attributes["stop_reason"] = str(exc)
             return MAX_ITERATIONS_REPLY.format(n=exc.max_iterations), RunStatus.MAX_ITERATIONS
 
-    async def _think_act_observe(self, state: _RunState, iteration: int) -> _Finish | None:
+    async def _think_act_observe(self, state: RunState, iteration: int) -> Finish | None:
         request = state.request
         if (stop := await self._fit_context(state, iteration)) is not None:
             return stop
@@ -269,7 +241,7 @@ class Loop:
         response = await self._call_model(state, iteration)
         await self.context.calibrate(state.messages, response.usage.input_tokens)
         if not response.tool_calls:
-            return _Finish(response.content)
+            return Finish(response.content)
 
         calls = tuple(response.tool_calls)
         assistant = Message.assistant(response.content, tool_calls=calls)
@@ -285,7 +257,7 @@ class Loop:
             state.buffer.append(tool_message)
         return None
 
-    async def _fit_context(self, state: _RunState, iteration: int) -> _Finish | None:
+    async def _fit_context(self, state: RunState, iteration: int) -> Finish | None:
         """Prune, compact mid-loop (once per run), and stop cleanly when still over budget."""
         fit = await self.context.fit(state.messages, allow_compaction=not state.compacted)
         if fit.compaction_error is not None or fit.compacted:
@@ -303,9 +275,9 @@ class Loop:
         log.warning("run.context_budget_exceeded", run_id=state.request.run_id, tokens=fit.tokens)
         state.stop_reason = "context_budget_exceeded"
         state.trace.root.attributes["stop_reason"] = state.stop_reason
-        return _Finish(BUDGET_EXCEEDED_REPLY, RunStatus.BUDGET_EXCEEDED)
+        return Finish(BUDGET_EXCEEDED_REPLY, RunStatus.BUDGET_EXCEEDED)
 
-    async def _call_model(self, state: _RunState, iteration: int) -> ModelResponse:
+    async def _call_model(self, state: RunState, iteration: int) -> ModelResponse:
         """One model call with retries; when it fails for good, the same on the fallback."""
         model_request = ModelRequest(
             model=self.settings.model,
@@ -332,7 +304,7 @@ class Loop:
             return await self._call_provider(state, iteration, self.fallback, fallback_request)
 
     async def _call_provider(
-        self, state: _RunState, iteration: int, provider: Provider, model_request: ModelRequest
+        self, state: RunState, iteration: int, provider: Provider, model_request: ModelRequest
     ) -> ModelResponse:
         request = state.request
         span = state.trace.start_span(
@@ -384,7 +356,7 @@ class Loop:
         )
         return response
 
-    async def _run_tools(self, state: _RunState, calls: list[ToolCall]) -> list[ToolOutcome]:
+    async def _run_tools(self, state: RunState, calls: list[ToolCall]) -> list[ToolOutcome]:
         request = state.request
         place = state.place or resolve_run_workspace(self.settings, request)
         ctx = ToolContext(
@@ -446,7 +418,7 @@ class Loop:
         )
 
     async def _fail(
-        self, request: RunRequest, trace: Trace, exc: BaseException, state: _RunState | None
+        self, request: RunRequest, trace: Trace, exc: BaseException, state: RunState | None
     ) -> RunResult:
         usage = state.usage if state else Usage()
         log.warning("run.failed", run_id=request.run_id, error=str(exc), kind=type(exc).__name__)

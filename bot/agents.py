@@ -32,16 +32,9 @@ from agent_core import FILE_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegi
 from agent_core.hooks import PreToolUseHook
 from agent_core.memory import MemoryIndex, memory_tools
 from agent_core.orchestration.children import Orchestrator
-from agent_core.orchestration.modes import (
-    DELEGATE,
-    SPAWN,
-    TEAM_TASKS,
-    OrchestrationProfile,
-    resolve_profile,
-)
+from agent_core.orchestration.mode_tools import add_mode_tools
+from agent_core.orchestration.modes import OrchestrationProfile, resolve_profile
 from agent_core.orchestration.records import OrchestrationStore, TaskStore
-from agent_core.orchestration.team_tasks import team_tasks_tool
-from agent_core.orchestration.tools import delegate_tool, spawn_tool
 from agent_core.providers import AnthropicProvider, OfflineProvider, Provider
 from agent_core.providers.openai_compat import OpenAICompatProvider
 from agent_core.settings import CompactionSettings, MemoryFlushSettings, PruningSettings
@@ -386,24 +379,8 @@ class AgentRouter:
 
     def add_orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:
         """The mode's tools; the others are hidden (a call to one is refused with the reason)."""
-        orchestrator = self.orchestrator
-        if orchestrator is None:
-            return
-        profile = settings.orchestration
-        tools.register(spawn_tool(orchestrator, settings))
-        for name in (DELEGATE, TEAM_TASKS):
-            reason = profile.hidden_reason(name)
-            if reason is not None:
-                tools.hide(name, reason)
-        if DELEGATE in profile.visible_tools:
-            tools.register(delegate_tool(orchestrator, settings))
-        if TEAM_TASKS in profile.visible_tools:
-            if self.task_store is None:
-                tools.hide(TEAM_TASKS, "team tasks need the database")
-            else:
-                tools.register(team_tasks_tool(orchestrator, settings, self.task_store))
-        if settings.max_spawn_depth == 0:
-            tools.hide(SPAWN, "spawning is disabled (agents.defaults.max_spawn_depth: 0)")
+        if self.orchestrator is not None:
+            add_mode_tools(tools, settings, self.orchestrator, self.task_store)
 
     def _retire(self, loop: Loop) -> None:
         # Kept while runs or post-run compactions are in flight, so aclose can cancel them.

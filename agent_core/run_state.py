@@ -1,0 +1,35 @@
+"""What one run of the loop carries from step to step (``agent_core/loop.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent_core.messages import Message, Usage
+from agent_core.orchestration.workspaces import RunWorkspace
+from agent_core.run import RunRequest, RunStatus
+from agent_core.tool_exec import ToolBudget
+from agent_core.tracing import Trace
+
+
+@dataclass
+class RunState:
+    request: RunRequest
+    trace: Trace
+    messages: list[Message]
+    buffer: list[Message] = field(default_factory=list)  # written to the session at the end
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+    budget: ToolBudget | None = None  # the run's tool calls; set on the first tool batch
+    stored: list[Message] = field(default_factory=list)  # the session before this run
+    summary: str | None = None  # the session's summary before this run
+    place: RunWorkspace | None = None  # the run's default workspace and extra roots
+    compacted: bool = False  # mid-loop compaction happens at most once per run
+    stop_reason: str | None = None  # set when the run stopped early (trace marked error)
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The run's answer is known: stop iterating."""
+
+    content: str
+    status: RunStatus = RunStatus.COMPLETED
