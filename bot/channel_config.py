@@ -85,6 +85,9 @@ class TelegramConfig(_ChannelBase, _StreamingOptions):
     reactions: bool = True
     """Status reactions in this channel (``bot.reactions`` must be on too)."""
     reply_context_chars: int = Field(500, ge=0)
+    drafts: bool = True
+    """Stream into private chats with ``sendMessageDraft``; false: send a message and edit it,
+    as in groups."""
     """How much of a replied-to message the model sees (longer quotes are truncated)."""
 
 

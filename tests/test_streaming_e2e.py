@@ -195,6 +195,20 @@ class TestTelegramPrivate:
             assert not tg.calls_of("editMessageText")
             assert tg.texts() == [final]
 
+    async def test_drafts_off_streams_a_dm_by_editing(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        pieces = words(10)
+        llm.script(text(*pieces, pace=0.1))
+        async with streaming(tmp_path, llm, tg, drafts=False):
+            tg.push(tg.private_message("hi"))
+            final = "".join(pieces).strip()
+            await tg.wait_for(lambda: final in states(tg, 42))
+            assert not tg.calls_of("sendMessageDraft")
+            assert tg.calls_of("editMessageText")
+            [history] = [h for (chat, _), h in tg.message_history.items() if chat == 42]
+            assert history[0] != final and history[-1] == final
+
     async def test_streaming_off_sends_the_whole_answer_once(
         self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
     ) -> None:

@@ -32,6 +32,7 @@ def telegram_options(config: Config) -> TelegramOptions:
         rate_limits=limits,
         reactions=tg.reactions,
         reply_context_chars=tg.reply_context_chars,
+        drafts=tg.drafts,
     )
 
 
