@@ -131,7 +131,7 @@ class Loopgate:
             channel_ready=self.channel_starter.wait_up,
         )
         self._gateway = gateway
-        self._stack.push_async_callback(gateway.scheduler.aclose)
+        self._stack.push_async_callback(gateway.aclose)
         self.orchestrator = Orchestrator(
             router.resolve,
             self.events,
@@ -228,7 +228,7 @@ class Loopgate:
             # Runs end while the channels are open, so their typing and reactions are cleaned
             # up; the turns hand their inbox entries back for the next process.
             self._gateway.turns.shutting_down = True
-            await self._gateway.scheduler.aclose()
+            await self._gateway.aclose()
         await self._stack.aclose()
         log.info("loopgate.stopped")
 

@@ -3,7 +3,8 @@
 ``Gateway.handle`` order matters: commands first (so /stop acts at once, never waiting behind
 the run it should stop, and once: they are deduped on their own), then gating and the sender's
 rate limit, then the durable inbox, whose insert records the dedupe key in the same transaction
-(a platform retry is not a new message), then the per-session queue.
+(a platform retry is not a new message), then bursts (``bot/bursts.py``: debounce and queue
+mode merge a burst into one turn), then the per-session queue.
 
 ``handle`` returns once the message is stored, so a channel acknowledges the platform only for
 what a crash can no longer lose; when it can't be stored (draining, database down) it raises
@@ -24,6 +25,7 @@ from agent_core import EventBus
 from agent_core.orchestration.children import Announcement
 from bot.access import AccessPolicy
 from bot.agents import AgentRouter
+from bot.bursts import Bursts
 from bot.commands import HELP_TEXT, Command, parse_command
 from bot.config import Config
 from bot.dedupe import DedupeStore
@@ -83,6 +85,9 @@ class Gateway:
         self.scheduler: Scheduler[Job] = Scheduler(
             self._execute, queue_cap=config.bot.queue_cap, on_drop=self._dropped
         )
+        self.bursts = Bursts(
+            config.bot, self.scheduler, registry, on_drop=self._dropped, inbox=inbox
+        )
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -138,7 +143,7 @@ class Gateway:
             if not await self._first_delivery(msg):
                 return None
         else:
-            job.started = self.scheduler.starts_at_once(key, job.concurrency)
+            job.started = self.bursts.starts_at_once(job)
             try:
                 # The dedupe record and the stored message are one transaction: a redelivery
                 # is either this message's duplicate or was never taken, nothing in between.
@@ -156,7 +161,7 @@ class Gateway:
                 log.info("inbound.duplicate", key=msg.dedupe_key)
                 return None
         await job.reactions.received()
-        self.scheduler.submit(job)
+        self.bursts.submit(job)
         return job
 
     async def _first_delivery(self, msg: InboundMessage) -> bool:
@@ -244,21 +249,32 @@ class Gateway:
 
     async def _execute(self, job: Job) -> None:
         name = job.message.chat.channel
-        if job.replayed:
-            if self.channel_ready is not None:
-                await self.channel_ready(name)
-            # The process that died may have left its progress reaction on the message.
-            await job.reactions.recover()
-        await self.turns.execute(job, self.channels[name])
+        try:
+            if job.replayed:
+                if self.channel_ready is not None:
+                    await self.channel_ready(name)
+                # The process that died may have left its progress reaction on the message.
+                await job.reactions.recover()
+            await self.turns.execute(job, self.channels[name])
+        finally:
+            await self.bursts.ended(job)
 
     async def _dropped(self, job: Job) -> None:
         await job.reactions.finish(ok=False)
-        if self.inbox is not None and job.inbox_id is not None:
+        if self.inbox is not None:
+            entries = [e for e in (job.inbox_id, *job.absorbed) if e is not None]
             try:
-                await self.inbox.finish(job.inbox_id, InboxState.DROPPED, job.drop_reason)
+                for entry in entries:
+                    await self.inbox.finish(entry, InboxState.DROPPED, job.drop_reason)
             except Exception as exc:
                 log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
         job.settle(None)
+        await self.bursts.ended(job)
+
+    async def aclose(self) -> None:
+        """Shutdown: cancel what waits or runs; the inbox keeps it for the next process."""
+        await self.bursts.aclose()
+        await self.scheduler.aclose()
 
     async def _within_rate_limit(self, msg: InboundMessage, channel: Channel) -> bool:
         """Admins are exempt; everyone else gets ``bot.sender_rate_limit`` per channel."""
@@ -329,14 +345,22 @@ class Gateway:
         runs = self.registry.runs_of(key)
         allowed = [run for run in runs if admin or run.requester_id == sender]
         if everything:
-            dropped = self.scheduler.drop_queued(key, lambda j: admin or j.requester_id == sender)
+
+            def stoppable(job: Job) -> bool:
+                return admin or job.requester_id == sender
+
+            reason = "stopped by /stopall"
+            dropped = self.bursts.drop_held(key, stoppable, reason)
+            dropped += self.scheduler.drop_queued(key, stoppable)
             for job in dropped:  # their drop callbacks run later and read the reason
-                job.drop_reason = "stopped by /stopall"
+                job.drop_reason = reason
             cancelled = sum(1 for run in allowed if self.registry.abort(run.run_id, key))
             if cancelled or dropped:
                 return bot.stop_reply
         elif allowed and self.registry.abort(allowed[-1].run_id, key):
             return bot.stop_reply
+        elif self.bursts.drop_held(key, lambda j: j.requester_id == sender, "stopped by /stop"):
+            return bot.stop_reply  # the sender's burst still waiting to start (bot.debounce_ms)
         if runs and not allowed:
             return bot.not_allowed_reply
         return bot.nothing_to_stop_reply

@@ -69,6 +69,18 @@ class Scheduler(Generic[J]):
         lane = self._lanes.get(session_key)
         return list(lane.queue) if lane else []
 
+    def replace_queued(self, old: J, new: J) -> bool:
+        """Put ``new`` in the queue where ``old`` waits (a burst merged into it, see
+        ``bot/bursts.py``); False when ``old`` is not queued."""
+        lane = self._lanes.get(old.session_key)
+        if lane is None:
+            return False
+        for i, job in enumerate(lane.queue):
+            if job is old:
+                lane.queue[i] = new
+                return True
+        return False
+
     def drop_queued(self, session_key: str, predicate: Callable[[J], bool]) -> list[J]:
         """Remove matching queued (not yet running) jobs; returns them."""
         lane = self._lanes.get(session_key)

@@ -28,7 +28,14 @@ SECRET = "webhook-secret-123"
 HOOK = "http://loopgate.test/zalo/webhook"
 
 
-def zalo_config(tmp_path: Path, llm: FakeLLM, zalo: FakeZalo, **overrides: Any) -> Any:
+def zalo_config(
+    tmp_path: Path,
+    llm: FakeLLM,
+    zalo: FakeZalo,
+    *,
+    bot: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> Any:
     section: dict[str, Any] = {
         "enabled": True,
         "token": TOKEN,
@@ -39,7 +46,7 @@ def zalo_config(tmp_path: Path, llm: FakeLLM, zalo: FakeZalo, **overrides: Any) 
         "backoff_max": 0.5,
         **overrides,
     }
-    return make_config(tmp_path, llm, channels={"zalo": section})
+    return make_config(tmp_path, llm, channels={"zalo": section}, bot=bot or {})
 
 
 async def until(predicate: Callable[[], object], timeout: float = 10) -> None:
@@ -161,21 +168,25 @@ class TestPolling:
 
 class TestNormalization:
     async def test_image_and_unsupported_become_notes(
-        self, polling: Loopgate, llm: FakeLLM, zalo: FakeZalo
+        self, tmp_path: Path, llm: FakeLLM, zalo: FakeZalo
     ) -> None:
-        zalo.push(
-            image_event("https://photo.zalo/abc.jpg", caption="what is this?", chat_id="u1"),
-            event("message.unsupported.received", chat_id="u1"),
-            event("message.sticker.received", chat_id="u1", sticker="s1", url="https://st/1"),
-            event("message.location.received", chat_id="u1"),
-        )
-        await zalo.wait_for(lambda: len(zalo.messages) == 4)
-        image, unsupported, sticker, unknown = user_texts(llm)
-        assert "image" in image and "https://photo.zalo/abc.jpg" in image
-        assert image.endswith("what is this?")
-        assert "does not share with bots" in unsupported
-        assert "sticker" in sticker
-        assert "location" in unknown
+        # Each note its own turn: with the default queue_mode (collect), those arriving during
+        # the first answer would be one turn.
+        config = zalo_config(tmp_path, llm, zalo, bot={"queue_mode": "followup"})
+        async with Loopgate(config):
+            zalo.push(
+                image_event("https://photo.zalo/abc.jpg", caption="what is this?", chat_id="u1"),
+                event("message.unsupported.received", chat_id="u1"),
+                event("message.sticker.received", chat_id="u1", sticker="s1", url="https://st/1"),
+                event("message.location.received", chat_id="u1"),
+            )
+            await zalo.wait_for(lambda: len(zalo.messages) == 4)
+            image, unsupported, sticker, unknown = user_texts(llm)
+            assert "image" in image and "https://photo.zalo/abc.jpg" in image
+            assert image.endswith("what is this?")
+            assert "does not share with bots" in unsupported
+            assert "sticker" in sticker
+            assert "location" in unknown
 
     async def test_group_needs_a_mention(
         self, polling: Loopgate, llm: FakeLLM, zalo: FakeZalo

@@ -180,6 +180,19 @@ class SqlInbox:
             updated_at=utcnow(),
         )
 
+    async def reopen(self, entry_id: int, reason: str) -> None:
+        """Make an ended entry pending (``queued``) again, held by this process: a message whose
+        cancelled turn is answered by a later one (``bot/bursts.py``)."""
+        now = utcnow()
+        await self._update(
+            entry_id,
+            state=InboxState.QUEUED.value,
+            reason=reason,
+            owner=self.owner,
+            lease_until=now + self.lease,
+            updated_at=now,
+        )
+
     async def release(self, entry_id: int, reason: str) -> None:
         """Give an unfinished entry back (shutdown): the next process runs it again.
         An entry that ended meanwhile stays ended."""
