@@ -235,6 +235,8 @@ class Bursts:
                 return
         if self.mode == "interrupt":
             running = self._running(job)
+            if running is not None:
+                running.interrupted = True  # its preview goes: the answer is about to be redone
             if running is not None and self.registry.abort(running.run_id, job.session_key):
                 log.info("burst.interrupt", run_id=running.run_id, session_key=job.session_key)
                 self._interrupted[key] = _Interrupted(running, [job])

@@ -57,6 +57,8 @@ class Job:
     drop_reason: str = "queue full (bot.queue_cap)"
     stream: StreamOptions | None = None
     """How this answer streams (``channels.<name>.streaming``), None: sent whole when done."""
+    interrupted: bool = False
+    """Cancelled by a newer message (``bot.queue_mode: interrupt``), not by ``/stop``."""
     absorbed: list[int] = field(default_factory=list)
     """Inbox ids of earlier messages of a burst merged into this turn (``bot/bursts.py``): they
     end with this job's entry."""
@@ -138,8 +140,9 @@ class TurnRunner:
                 log.info("run.cancelled", run_id=job.run_id, session_key=job.session_key)
                 end = (InboxState.DROPPED, "stopped")
                 if streamed is not None:
+                    stopped = not job.interrupted  # an interrupted preview is simply removed
                     await finish_despite_cancel(
-                        streamed.abandon(stopped=True), name="stream.abandon"
+                        streamed.abandon(stopped=stopped), name="stream.abandon"
                     )
         except Exception as exc:
             log.exception("turn.failed", run_id=job.run_id, session_key=job.session_key)
