@@ -1,15 +1,8 @@
 """The Slack adapter: slack-bolt's async app behind Socket Mode or the HTTP Events API.
 
-Inbound, bolt verifies (HTTP: v0 signature and 5-minute timestamp window), answers
-``url_verification`` and drops our own events. A ``message`` / ``app_mention`` event is deduped,
-normalized (:mod:`channels.slack.inbound`: sessions per thread, routing of ``/stop``) and handed
-to the bot *before* bolt acknowledges it (``process_before_response``): the handler only stores
-the message, so Slack still gets its ack well within 3 s, and an event is never acknowledged
-unless the bot has it. When the bot does not take it (:class:`~channels.errors.NotAccepted`) the
-listener returns a 503: over HTTP that is the answer, and Slack retries; in Socket Mode bolt's
-``send_async_response`` sends nothing for a non-200, so the envelope stays unacknowledged and
-Slack delivers it again. Either way the dedupe records of the event are forgotten, so the
-redelivery is not skipped. Slash commands are acknowledged first (they carry no message to keep).
+Inbound (:mod:`channels.slack.receiving`), an event is handed to the bot before bolt
+acknowledges it, so an event is never acknowledged unless the bot has it; one the bot did not take
+(:class:`~channels.errors.NotAccepted`) is delivered again by Slack.
 
 Outbound, posts are paced per channel (token bucket), 429 ``Retry-After`` is waited out by
 slack_sdk's retry handler (the post was refused, so a retry can't duplicate it). A 5xx or a
@@ -29,37 +22,29 @@ import asyncio
 import time
 from collections.abc import Coroutine
 from contextlib import suppress
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import structlog
-from slack_bolt.adapter.socket_mode.async_internals import (
-    run_async_bolt_app,
-    send_async_response,
-)
-from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
-from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
-from slack_sdk.signature import SignatureVerifier
-from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted
-from channels.intake import Intake
+from channels.errors import BadRequest, ChannelError, Forbidden
 from channels.protocol import InboundHandler, PlatformStream, SeenStore
 from channels.slack.errors import (
     FATAL_AUTH_ERRORS,
     slack_error_code,
     translate_slack_errors,
 )
-from channels.slack.inbound import COMMANDS, InboundNormalizer
+from channels.slack.inbound import InboundNormalizer
 from channels.slack.normalize import slack_emoji_name
 from channels.slack.pacing import PostPacer
 from channels.slack.posting import MessagePoster, SafeServerErrorRetryHandler
+from channels.slack.receiving import EventReceiver
 from channels.slack.recent import BoundedDict
+from channels.slack.settings import SlackSettings
 from channels.slack.socket import FailFastSocketModeClient
 from channels.slack.status import ThreadStatus
 from channels.slack.streaming import SlackStream, error_code, refusal_scope
@@ -68,34 +53,6 @@ from channels.types import Capabilities, ChatRef, ChatType, MessageRef
 log = structlog.get_logger(__name__)
 
 MAX_CHARS = 4000  # Slack truncates longer text; 4,000 keeps one message one message
-
-
-@dataclass(frozen=True, slots=True)
-class SlackSettings:
-    """What the adapter needs from ``channels.slack`` (the adapter can't import bot config)."""
-
-    bot_token: str
-    app_token: str = ""
-    signing_secret: str = ""
-    api_base_url: str = "https://slack.com/api/"
-    mode: Literal["socket", "http"] = "socket"
-    reply_in_thread: bool = True
-    pace_per_second: float | None = 1.0
-    """Sustained posts per second per channel; None turns pacing off."""
-    pace_burst: int = 4
-    assistant_status: bool = True
-    thinking_status: str = "is thinking…"
-    tool_status: str = "is using {tool}…"  # {tool}: the tool's name
-    status_ttl: float = 15.0
-    """Backstop: a status not refreshed for this long is cleared."""
-    ping_interval: float = 10.0
-    reconnect_backoff: float = 1.0
-    api_retries: int = 2
-    """Retries of a 429 (after Retry-After) or a 500/503; of a post only once it is known that
-    the failed attempt did not land."""
-    post_retry_backoff: float = 0.5
-    """First wait before checking on (and maybe repeating) a post that failed with 5xx/timeout."""
-    name: str = "slack"
 
 
 class SlackChannel:
@@ -142,12 +99,12 @@ class SlackChannel:
         self.team_id = ""
         self._no_streams: set[str] = set()  # "*", "team:<id>", "channel:<id>"
         self.socket: FailFastSocketModeClient | None = None
-        self._handler: InboundHandler | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._intake = Intake()
         self.inbound = InboundNormalizer(
             self.client, seen, name=self.name, reply_in_thread=settings.reply_in_thread
         )
+        self.receiver = EventReceiver(settings, self.client, self.inbound, self._spawn)
+        self.app = self.receiver.app
         self.status = ThreadStatus(
             self.client,
             self._spawn,
@@ -157,31 +114,11 @@ class SlackChannel:
             ttl=settings.status_ttl,
         )
         self._admins: BoundedDict[str, tuple[bool, float]] = BoundedDict()
-        self._signature = SignatureVerifier(settings.signing_secret)
-        self.app = self._build_app()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def _build_app(self) -> AsyncApp:
-        http = self.settings.mode == "http"
-        app = AsyncApp(
-            client=self.client,
-            signing_secret=self.settings.signing_secret,
-            request_verification_enabled=http,
-            # Listeners run before the ack is sent, so an event is acked only once stored.
-            process_before_response=True,
-            ignoring_self_events_enabled=True,
-        )
-        app.event("message")(self._on_message_event)
-        app.event("app_mention")(self._on_mention_event)
-        for name in ("assistant_thread_started", "assistant_thread_context_changed"):
-            app.event(name)(self._on_ignored_event)
-        for command in COMMANDS:
-            app.command(command)(self._on_command)
-        return app
-
     async def start(self, on_message: InboundHandler) -> None:
-        self._handler = on_message
+        self.receiver.handler = on_message
         await self._authenticate()
         if self.settings.mode == "socket":
             await self._start_socket()
@@ -221,7 +158,7 @@ class SlackChannel:
             ping_interval=self.settings.ping_interval,
             backoff_base=self.settings.reconnect_backoff,
         )
-        socket.socket_mode_request_listeners.append(self._on_socket_request)  # type: ignore[arg-type]
+        socket.socket_mode_request_listeners.append(self.receiver.on_socket_request)  # type: ignore[arg-type]
         self.socket = socket
         # The first URL is fetched here, not in the background, so a bad app token stops the
         # start-up with a clear error instead of a silent retry loop.
@@ -241,7 +178,7 @@ class SlackChannel:
         """Refuse new events (HTTP: 503; Socket Mode: not acked, so Slack delivers them again),
         let those being handed over finish and be acked, then close the socket. Sending keeps
         working: it is the Web API, not the socket."""
-        busy = await self._intake.close()
+        busy = await self.receiver.intake.close()
         if busy:
             log.warning("slack.events_unfinished", count=busy)
         if self.socket is not None:
@@ -250,7 +187,7 @@ class SlackChannel:
 
     async def stop(self) -> None:
         await self.stop_receiving()
-        self._handler = None
+        self.receiver.handler = None
         self.status.close()
         tasks = list(self._tasks)
         for task in tasks:
@@ -266,115 +203,12 @@ class SlackChannel:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    # -- transports --------------------------------------------------------------------------
+    # -- receiving: channels.slack.receiving ------------------------------------------------
 
     async def handle_webhook(self, request: Request) -> Response:
         """``POST /slack/events``: bolt verifies, our listener hands the event over, then bolt
         answers (200, or 503 when the bot did not take it)."""
-        if self.settings.mode != "http" or self._handler is None or not self._intake.open:
-            return JSONResponse({"error": "slack http mode is not running"}, 503)
-        body = await request.body()
-        # Checked before bolt parses the body: an unsigned request costs no parsing.
-        if not self._signature.is_valid_request(body, dict(request.headers)):
-            log.warning("slack.webhook_rejected", reason="bad_signature", size=len(body))
-            return JSONResponse({"error": "invalid signature"}, 401)
-        bolt_request = AsyncBoltRequest(
-            body=body.decode("utf-8", errors="replace"),
-            query=dict(request.query_params),
-            headers=dict(request.headers),
-        )
-        if retry := request.headers.get("x-slack-retry-num"):
-            log.info(
-                "slack.event_retry",
-                retry=retry,
-                reason=request.headers.get("x-slack-retry-reason", ""),
-            )
-        with self._intake.handing_over():
-            response = await self.app.async_dispatch(bolt_request)
-        return Response(
-            content=response.body,
-            status_code=response.status,
-            headers=response.first_headers_without_set_cookie(),
-        )
-
-    async def _on_socket_request(
-        self, client: FailFastSocketModeClient, req: SocketModeRequest
-    ) -> None:
-        if not self._intake.open:
-            # Not acknowledged: Slack delivers the envelope again, to the next process.
-            log.info("slack.envelope_refused", envelope_id=req.envelope_id, reason="stopping")
-            return
-        started = time.time()
-        with self._intake.handing_over():
-            response = await run_async_bolt_app(self.app, req)
-            # Sends the ack for a 200 only: a 503 (not accepted) leaves the envelope unacked.
-            await send_async_response(client, req, response, started)
-
-    # -- bolt listeners: events are handed over before the ack, commands after ---------------
-
-    async def _on_message_event(
-        self, body: dict[str, Any], event: dict[str, Any]
-    ) -> BoltResponse | None:
-        return await self._accept(event, body, mention=False)
-
-    async def _on_mention_event(
-        self, body: dict[str, Any], event: dict[str, Any]
-    ) -> BoltResponse | None:
-        return await self._accept(event, body, mention=True)
-
-    async def _on_ignored_event(self, event: dict[str, Any]) -> None:
-        log.debug("slack.event_ignored", type=event.get("type"))
-
-    async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
-        await ack()
-        self._spawn(self._process_command(command), name="slack:command")
-
-    # -- inbound -----------------------------------------------------------------------------
-
-    async def _accept(
-        self, event: dict[str, Any], body: dict[str, Any], *, mention: bool
-    ) -> BoltResponse | None:
-        """Hand the event over; a 503 for bolt to answer when the bot did not take it."""
-        try:
-            await self._process(event, body, mention=mention)
-        except NotAccepted as exc:
-            log.info("slack.not_accepted", event_id=body.get("event_id"), error=str(exc))
-            return BoltResponse(status=503, body="")
-        return None  # bolt acks with its default 200
-
-    async def _process(self, event: dict[str, Any], body: dict[str, Any], *, mention: bool) -> None:
-        """Raises only :class:`NotAccepted`; any other failure is logged and the event acked, so
-        a bad event can't be redelivered forever."""
-        try:
-            msg = await self.inbound.event(event, body, mention=mention)
-        except NotAccepted:
-            raise
-        except Exception:
-            log.exception("slack.event_failed", event_id=body.get("event_id"))
-            return
-        if msg is None:
-            return
-        handler = self._handler
-        try:
-            if handler is None:
-                raise NotAccepted("slack: not receiving")
-            await handler(msg)
-        except (NotAccepted, asyncio.CancelledError):
-            # Cancelled: whether the bot stored it is unknown. If it did, its own dedupe key
-            # catches the redelivery; ours must not hide it if it did not.
-            await self.inbound.forget(msg)
-            raise
-        except Exception:
-            log.exception("slack.event_failed", event_id=body.get("event_id"))
-
-    async def _process_command(self, command: dict[str, Any]) -> None:
-        msg = self.inbound.command(command)
-        if msg is None or self._handler is None:
-            return
-        try:
-            await self._handler(msg)
-        except Exception:
-            log.exception("slack.command_failed", command=msg.text)
+        return await self.receiver.handle_webhook(request)
 
     # -- outbound ----------------------------------------------------------------------------
 

@@ -5,13 +5,14 @@ only appends, so each update sends just what the preview added since the last on
 does not extend what is shown (rare: the bot rewrote its beginning) shows nothing more until the
 end, where the final answer replaces the streamed text with ``chat.update``.
 
-Limits: ``markdown_text`` takes 12,000 characters per call, and an edited markdown message holds
-as many. A streamed message is kept under :data:`MESSAGE_CHARS` (some margin for characters Slack
-counts differently), so the final ``chat.update`` fits too; a longer answer stops the message at a
-paragraph or line break and continues in a new stream in the same thread, closing a code block
-left open and reopening it there. Slack ends a stream by itself after about five minutes
-(``message_not_in_streaming_state``) or when the user stops it (``stopped_by_user``): the text
-shown stays, and the rest continues in a new message.
+Limits (:mod:`channels.slack.splitting`): ``markdown_text`` takes 12,000 characters per call,
+and an edited markdown message holds as many. A streamed message is kept under
+:data:`MESSAGE_CHARS` (some margin for characters Slack counts differently), so the final
+``chat.update`` fits too; a longer answer stops the message at a paragraph or line break and
+continues in a new stream in the same thread, closing a code block left open and reopening it
+there. Slack ends a stream by itself after about five minutes (``message_not_in_streaming_state``)
+or when the user stops it (``stopped_by_user``): the text shown stays, and the rest continues in a
+new message.
 
 Only the first ``chat.startStream`` may fail quietly: nothing is shown yet, so it raises
 :class:`~channels.protocol.StreamUnsupported` and the bot posts and edits instead. The channel
@@ -24,7 +25,6 @@ appended), anything else ends the preview and the end puts the final text in pla
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,19 +35,22 @@ from channels.errors import ChannelError, RetryAfter
 from channels.protocol import StreamUnsupported
 from channels.slack.errors import FATAL_AUTH_ERRORS, slack_error_code, translate_slack_errors
 from channels.slack.posting import outcome_unknown
+from channels.slack.splitting import (
+    MAX_FENCE_LINE,
+    MESSAGE_CHARS,
+    RESERVE,
+    fence_closer,
+    fit,
+    open_fence,
+    split_for_messages,
+)
+from channels.slack.splitting import SLACK_MARKDOWN_LIMIT as SLACK_MARKDOWN_LIMIT
 from channels.types import ChatRef, MessageRef
 
 if TYPE_CHECKING:
     from channels.slack.channel import SlackChannel
 
 log = structlog.get_logger(__name__)
-
-SLACK_MARKDOWN_LIMIT = 12_000
-"""Characters of ``markdown_text`` Slack takes per call, and per message on ``chat.update``."""
-MESSAGE_CHARS = 10_000
-"""What one streamed message holds at most (margin for characters Slack counts twice)."""
-RESERVE = 64
-"""Room kept free in a message for a closing code fence or a marker such as " (stopped)"."""
 
 CLOSED = frozenset({"message_not_in_streaming_state", "stopped_by_user", "message_not_found"})
 """The stream is over on Slack's side (expired, stopped by the user, deleted): its text stays."""
@@ -109,72 +112,6 @@ def refusal_scope(exc: ChannelError) -> Scope:
     if code in REQUEST_ERRORS:
         return "request"
     return "workspace"
-
-
-# -- long markdown across messages ------------------------------------------------------------
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-MAX_FENCE_LINE = 200  # a longer opening line is not repeated in the next message
-
-
-def open_fence(text: str) -> str | None:
-    """The opening line of the code block ``text`` ends inside, if any."""
-    opener: str | None = None
-    marker = ""
-    for line in text.split("\n"):
-        match = _FENCE.match(line)
-        if match is None:
-            continue
-        run, info = match.group(1), match.group(2)
-        if opener is None:
-            if run[0] == "`" and "`" in info:
-                continue  # ``` followed by more backticks on the line: inline code, not a fence
-            opener, marker = line.strip(), run
-        elif run[0] == marker[0] and len(run) >= len(marker) and not info.strip():
-            opener = None
-    return opener
-
-
-def fence_closer(body: str, opener: str) -> str:
-    marker = re.match(r"[`~]+", opener)
-    run = marker.group() if marker else "```"
-    return ("" if body.endswith("\n") else "\n") + run
-
-
-def fit(rest: str, room: int, *, used: int) -> int:
-    """How many characters of ``rest`` go into a message that already holds ``used`` and has
-    ``room`` left: all when they fit, else up to a paragraph break, a line break or a space that
-    leaves the message at least half full; 0 (end the message as it is) when there is none and it
-    is half full already; else as many as fit."""
-    if len(rest) <= room:
-        return len(rest)
-    if room <= 0:
-        return 0
-    window = rest[:room]
-    half = MESSAGE_CHARS // 2 - used
-    for separator in ("\n\n", "\n", " "):
-        at = window.rfind(separator)
-        if at > 0 and at + len(separator) >= half:
-            return at + len(separator)
-    return 0 if half <= 0 else room
-
-
-def split_for_messages(text: str) -> list[str]:
-    """``text`` in message-sized parts, split like a stream splits it."""
-    parts: list[str] = []
-    rest = text.lstrip("\n")
-    opener = ""
-    while rest:
-        prefix = opener + "\n" if opener else ""
-        n = fit(rest, MESSAGE_CHARS - RESERVE - len(prefix), used=len(prefix))
-        n = n or len(rest[: MESSAGE_CHARS - RESERVE - len(prefix)])
-        part = prefix + rest[:n]
-        rest = rest[n:].lstrip("\n")
-        opener = (open_fence(part) or "") if rest else ""
-        if len(opener) > MAX_FENCE_LINE:
-            opener = ""
-        parts.append(part + (fence_closer(part, opener) if opener else ""))
-    return parts
 
 
 # -- the stream -------------------------------------------------------------------------------

@@ -3,17 +3,9 @@
 Every request goes to ``{api_base_url}/bot{token}/{method}``, so a self-hosted Bot API server or
 a test fake works the same as api.telegram.org.
 
-Sending (``send_text``) is where Telegram's rules live:
-
-- pacing with token buckets (:mod:`channels.telegram.ratelimit`) before each message;
-- 429: the chat is put on hold for ``retry_after`` and :class:`~channels.errors.RetryAfter` is
-  raised, so the caller waits and resends (Telegram did not take the message: no duplicate);
-- 5xx and connection failures: retried here with backoff, because Telegram did not take the
-  message either; a timeout is *not* retried (the message may have arrived);
-- "can't parse entities": resent once as plain text, so the message still arrives;
-- "message is too long" (Telegram counts UTF-16 units, we count characters): re-split smaller;
-- a group that became a supergroup: the new chat id is remembered and the send repeated there;
-- 403 (blocked by the user, kicked): logged and raised, never retried.
+Sending, editing and deleting (:mod:`channels.telegram.sending`) follow Telegram's rules:
+pacing, holding a chat on a 429, retrying 5xx, plain text when the HTML is refused, re-splitting
+what is too long, following a group that became a supergroup.
 
 Streaming (``bot/streaming/``) uses the same rules: ``edit_text`` is paced like a send, falls back
 to plain text the same way and treats "message is not modified" as done; ``delete_message`` says
@@ -35,25 +27,20 @@ import itertools
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import TypeVar
 
 import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from telegram import Bot, BotCommand, Message, ReactionTypeEmoji, ReplyParameters, Update
+from telegram import Bot, BotCommand, ReactionTypeEmoji, Update
 from telegram.constants import ParseMode
 from telegram.request import HTTPXRequest
 
-from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
+from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted
 from channels.intake import Intake, first_sight, forget_seen
 from channels.protocol import InboundHandler, PlatformStream, SeenStore, StateStore
 from channels.telegram.drafts import DraftStream
 from channels.telegram.errors import (
-    ChatMigrated,
-    TelegramTimedOut,
-    TelegramUnavailable,
     UnknownTokenOrMethod,
     translate_telegram_errors,
 )
@@ -62,17 +49,13 @@ from channels.telegram.normalize import BotIdentity, Skipped, normalize_update
 from channels.telegram.options import TelegramOptions
 from channels.telegram.polling import Poller
 from channels.telegram.ratelimit import SendPacer
-from channels.telegram.text import html_to_plain, split_units
+from channels.telegram.sending import TelegramSender
 from channels.types import Capabilities, ChatRef, ChatType, MessageRef
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
-
 WEBHOOK_PATH = "/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-MAX_TEXT_UNITS = 4096  # Telegram's limit, in UTF-16 code units of the text after parsing
-SEND_ATTEMPTS = 3
 ADMIN_CACHE_SECONDS = 60.0
 COMMANDS = (
     ("stop", "Stop the answer in progress"),
@@ -119,6 +102,9 @@ class TelegramChannel:
         self._poller: Poller | None = None
         self._intake = Intake()
         self.migrations = ChatMigrations(state, options.name)
+        self.sender = TelegramSender(
+            self.bot, self.pacer, self.migrations, retry_backoff=options.retry_backoff
+        )
         self._admins: dict[str, tuple[float, frozenset[str]]] = {}
         self._initialized = False
         self.drafts = options.drafts
@@ -271,139 +257,19 @@ class TelegramChannel:
         except Exception:
             log.exception("telegram.update_failed", update_id=update.update_id)
 
-    # -- sending ---------------------------------------------------------------------------
+    # -- sending, editing and streaming (bot/streaming/): channels.telegram.sending --------
 
     async def send_text(
         self, chat: ChatRef, text: str, *, reply_to: str | None = None
     ) -> MessageRef:
-        refs = await self._send(chat, text, reply_to, ParseMode.HTML)
+        refs = await self.sender.send(chat, text, reply_to, ParseMode.HTML)
         return refs[0]
 
     async def send_plain(
         self, chat: ChatRef, text: str, *, reply_to: str | None = None
     ) -> list[MessageRef]:
         """Send ``text`` as it is (no markup), split when Telegram finds it too long."""
-        return await self._send(chat, text, reply_to, None)
-
-    async def _send(
-        self, chat: ChatRef, text: str, reply_to: str | None, parse_mode: str | None
-    ) -> list[MessageRef]:
-        return await self._plain_if_rejected(
-            chat, text, parse_mode, lambda t, mode: self._send_as(chat, t, reply_to, mode)
-        )
-
-    async def _plain_if_rejected(
-        self,
-        chat: ChatRef,
-        text: str,
-        parse_mode: str | None,
-        attempt: Callable[[str, str | None], Awaitable[T]],
-    ) -> T:
-        """``attempt(text, parse_mode)``, once more as plain text if Telegram can't parse the
-        HTML, so the message still arrives (sends and edits alike)."""
-        try:
-            return await attempt(text, parse_mode)
-        except BadRequest as exc:
-            if parse_mode is None or "can't parse entities" not in str(exc).lower():
-                raise
-            log.warning("telegram.html_rejected", chat=chat.chat_id, error=str(exc))
-        return await attempt(html_to_plain(text), None)
-
-    async def _send_as(
-        self, chat: ChatRef, text: str, reply_to: str | None, parse_mode: str | None
-    ) -> list[MessageRef]:
-        chat_id = await self.migrations.resolve(chat.chat_id)
-        try:
-            message = await self._send_once(chat, chat_id, text, reply_to, parse_mode)
-        except ChatMigrated as exc:
-            await self.migrations.remember(chat_id, str(exc.new_chat_id))
-            message = await self._send_once(chat, str(exc.new_chat_id), text, reply_to, parse_mode)
-        except BadRequest as exc:
-            if "message is too long" in str(exc).lower():
-                return await self._send_smaller(chat, text, reply_to, parse_mode)
-            raise
-        except Forbidden as exc:
-            log.warning("telegram.forbidden", chat=chat_id, error=str(exc))
-            raise
-        return [MessageRef(chat, str(message.message_id))]
-
-    async def _send_smaller(
-        self, chat: ChatRef, text: str, reply_to: str | None, parse_mode: str | None
-    ) -> list[MessageRef]:
-        # Cutting HTML could split a tag: the pieces go out as plain text, split on lines.
-        plain = html_to_plain(text) if parse_mode else text
-        pieces = split_units(plain, MAX_TEXT_UNITS // 2) if len(plain) > 1 else [plain]
-        log.warning("telegram.too_long_resplit", chat=chat.chat_id, pieces=len(pieces))
-        refs: list[MessageRef] = []
-        for index, piece in enumerate(pieces):
-            refs += await self._send(chat, piece, reply_to if index == 0 else None, None)
-        return refs
-
-    async def _send_once(
-        self,
-        chat: ChatRef,
-        chat_id: str,
-        text: str,
-        reply_to: str | None,
-        parse_mode: str | None,
-    ) -> Message:
-        reply = (
-            ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-            if reply_to and reply_to.isdigit()
-            else None
-        )
-
-        async def call() -> Message:
-            return await self.bot.send_message(
-                chat_id,
-                text,
-                parse_mode=parse_mode,
-                message_thread_id=int(chat.thread_id) if chat.thread_id else None,
-                reply_parameters=reply,
-            )
-
-        return await self._paced(chat, chat_id, call, retry_timeouts=False)
-
-    async def _paced(
-        self,
-        chat: ChatRef,
-        chat_id: str,
-        call: Callable[[], Awaitable[T]],
-        *,
-        retry_timeouts: bool,
-    ) -> T:
-        """A message send or edit: wait for the pacer, and hold the chat on a 429."""
-        await self.pacer.acquire(chat_id, group=chat.chat_type is ChatType.GROUP)
-        try:
-            return await self._retrying(call, retry_timeouts=retry_timeouts)
-        except RetryAfter as exc:
-            self._rate_limited(chat_id, exc)
-            raise
-
-    def _rate_limited(self, chat_id: str, exc: RetryAfter) -> None:
-        self.pacer.hold(chat_id, exc.retry_after)
-        log.info("telegram.rate_limited", chat=chat_id, retry_after=exc.retry_after)
-
-    async def _retrying(
-        self, call: Callable[[], Awaitable[T]], *, retry_timeouts: bool = True
-    ) -> T:
-        """Retry 5xx/connection failures with exponential backoff (Telegram didn't act)."""
-        delay = self.options.retry_backoff
-        for attempt in range(1, SEND_ATTEMPTS + 1):
-            try:
-                with translate_telegram_errors():
-                    return await call()
-            except TelegramUnavailable as exc:
-                if attempt == SEND_ATTEMPTS or (
-                    isinstance(exc, TelegramTimedOut) and not retry_timeouts
-                ):
-                    raise
-                log.info("telegram.retrying", error=str(exc), attempt=attempt, wait=delay)
-                await asyncio.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
-
-    # -- editing and streaming (bot/streaming/) ----------------------------------------------
+        return await self.sender.send(chat, text, reply_to, None)
 
     async def edit_text(self, message: MessageRef, text: str) -> None:
         """Replace a sent message's text by ``text`` (Telegram HTML, like :meth:`send_text`).
@@ -413,24 +279,7 @@ class TelegramChannel:
         :class:`~channels.errors.RetryAfter`; a text too long for one message raises
         :class:`~channels.errors.BadRequest` (an edit can't become two messages).
         """
-        await self._plain_if_rejected(
-            message.chat, text, ParseMode.HTML, lambda t, mode: self._edit_as(message, t, mode)
-        )
-
-    async def _edit_as(self, message: MessageRef, text: str, parse_mode: str | None) -> None:
-        chat_id = await self.migrations.resolve(message.chat.chat_id)
-
-        async def call() -> Message | bool:
-            return await self.bot.edit_message_text(
-                text, chat_id, int(message.message_id), parse_mode=parse_mode
-            )
-
-        try:
-            # A timed-out edit is safe to repeat: at worst the repeat changes nothing.
-            await self._paced(message.chat, chat_id, call, retry_timeouts=True)
-        except BadRequest as exc:
-            if "message is not modified" not in str(exc).lower():
-                raise
+        await self.sender.edit_text(message, text)
 
     async def delete_message(self, message: MessageRef) -> bool:
         """Delete a message; False when Telegram refuses (not found, too old, no rights).
@@ -438,21 +287,7 @@ class TelegramChannel:
         A 429 holds the chat and raises :class:`~channels.errors.RetryAfter`; 5xx and network
         failures are retried, then raised.
         """
-        if not message.message_id.isdigit():
-            return False
-        chat_id = await self.migrations.resolve(message.chat.chat_id)
-
-        async def call() -> bool:
-            return await self.bot.delete_message(chat_id, int(message.message_id))
-
-        try:
-            return await self._retrying(call)
-        except RetryAfter as exc:
-            self._rate_limited(chat_id, exc)
-            raise
-        except (BadRequest, Forbidden) as exc:
-            log.info("telegram.delete_refused", chat=chat_id, error=str(exc))
-            return False
+        return await self.sender.delete_message(message)
 
     def open_stream(self, chat: ChatRef, *, reply_to: str | None = None) -> PlatformStream | None:
         """A draft preview (:class:`~channels.telegram.drafts.DraftStream`) in a private chat;
@@ -466,20 +301,7 @@ class TelegramChannel:
     async def send_draft(self, chat: ChatRef, draft_id: int, text: str) -> None:
         """One ``sendMessageDraft`` (plain text), retried on 5xx; a 429 holds the chat and
         raises :class:`~channels.errors.RetryAfter`. Not paced: the bot throttles previews."""
-
-        async def call() -> bool:
-            return await self.bot.send_message_draft(
-                int(chat.chat_id),
-                draft_id,
-                text,
-                message_thread_id=int(chat.thread_id) if chat.thread_id else None,
-            )
-
-        try:
-            await self._retrying(call)
-        except RetryAfter as exc:
-            self._rate_limited(chat.chat_id, exc)
-            raise
+        await self.sender.send_draft(chat, draft_id, text)
 
     def drafts_refused(self, chat: ChatRef, exc: ChannelError) -> None:
         """Telegram refused a stream's first draft: unless that refusal is about this chat only
