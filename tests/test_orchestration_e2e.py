@@ -205,7 +205,6 @@ class TestStop:
             await asyncio.sleep(0.1)
             assert len(chat.texts()) == 2  # "Started." and the stop reply: no announcement
 
-
     async def test_stopall_reaches_children_at_every_depth(
         self, tmp_path: Path, llm: FakeLLM
     ) -> None:
