@@ -193,6 +193,12 @@ class StreamedReply:
             if self.on_visible is not None:
                 await self.on_visible()
 
+    async def _wait_turn(self) -> None:
+        """The last edit of a message keeps to the chat's interval too (platform limits)."""
+        delay = self.clock.wait(self._key, self.options.interval)
+        if delay:
+            await asyncio.sleep(delay)
+
     async def _cancel_pending(self) -> None:
         """Drop an update that still waits; let one being sent finish. Cancelling a send in
         flight could leave a message on the platform that this stream doesn't know of: the
@@ -215,7 +221,10 @@ class StreamedReply:
             self.stream, self.shown, self.raw = None, "", ""
             try:
                 if keep:
-                    sent = await stream.finish(text) if stream is not None and shown else []
+                    sent = []
+                    if stream is not None and shown:
+                        await self._wait_turn()
+                        sent = await stream.finish(text)
                     if not sent:
                         await deliver(self.channel, self.chat, text, reply_to=self.reply_to)
                     await self._became_visible()
@@ -235,7 +244,9 @@ class StreamedReply:
             self.stream = None
             if stream is None or not shown:
                 return None
+            await self._wait_turn()
             sent = await stream.finish(content, reply_to=self.reply_to)
+            self.clock.mark(self._key)
             return sent or None  # a draft can't become the message: deliver it normally
 
     async def abandon(self, *, stopped: bool = False) -> None:
@@ -249,6 +260,8 @@ class StreamedReply:
                 return
             mark = stopped and self.options.on_stop == "mark"
             try:
+                if mark:
+                    await self._wait_turn()
                 await stream.discard(marker=STOPPED_MARKER if mark else None)
             except Exception as exc:
                 log.info("stream.discard_failed", channel=self.channel.name, error=str(exc))
