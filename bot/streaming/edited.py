@@ -51,6 +51,11 @@ class EditedStream:
         caps = self.channel.capabilities
         return render_chunks(text, caps.formatting, caps.max_chars)
 
+    def would_change(self, text: str) -> bool:
+        """Whether showing ``text`` needs any API call (a final text the preview already
+        shows needs none, and need not wait for the chat's interval)."""
+        return self._chunks(text) != self.shown
+
     async def update(self, text: str) -> None:
         await self._show(self._chunks(text), retry=False)
 

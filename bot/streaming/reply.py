@@ -193,11 +193,11 @@ class StreamedReply:
             if self.on_visible is not None:
                 await self.on_visible()
 
-    async def _wait_turn(self, stream: PlatformStream) -> None:
+    async def _wait_turn(self, stream: PlatformStream, text: str) -> None:
         """The last edit of a message keeps to the chat's interval too (platform limits). A
-        native stream ends with its own call (a draft is replaced by a new message), not an
-        edit: it doesn't wait."""
-        if not isinstance(stream, EditedStream):
+        native stream ends with its own call (a draft is replaced by a new message), and a
+        preview that already shows ``text`` needs no edit: neither waits."""
+        if not isinstance(stream, EditedStream) or not stream.would_change(text):
             return
         delay = self.clock.wait(self._key, self.options.interval)
         if delay:
@@ -227,7 +227,7 @@ class StreamedReply:
                 if keep:
                     sent = []
                     if stream is not None and shown:
-                        await self._wait_turn(stream)
+                        await self._wait_turn(stream, text)
                         sent = await stream.finish(text)
                     if not sent:
                         await deliver(self.channel, self.chat, text, reply_to=self.reply_to)
@@ -248,9 +248,11 @@ class StreamedReply:
             self.stream = None
             if stream is None or not shown:
                 return None
-            await self._wait_turn(stream)
+            edits = not isinstance(stream, EditedStream) or stream.would_change(content)
+            await self._wait_turn(stream, content)
             sent = await stream.finish(content, reply_to=self.reply_to)
-            self.clock.mark(self._key)
+            if edits:
+                self.clock.mark(self._key)
             return sent or None  # a draft can't become the message: deliver it normally
 
     async def abandon(self, *, stopped: bool = False) -> None:
@@ -265,7 +267,7 @@ class StreamedReply:
             mark = stopped and self.options.on_stop == "mark"
             try:
                 if mark:
-                    await self._wait_turn(stream)
+                    await self._wait_turn(stream, self.shown + STOPPED_MARKER)
                 await stream.discard(marker=STOPPED_MARKER if mark else None)
             except Exception as exc:
                 log.info("stream.discard_failed", channel=self.channel.name, error=str(exc))
