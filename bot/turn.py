@@ -152,6 +152,7 @@ class TurnRunner:
             unsubscribe()
             if streamed is not None:
                 unsubscribe_stream()
+                await streamed.close()  # no preview update may follow the turn's end
             self.registry.unregister(job.run_id)
             await typing.stop()
             # A context-budget stop delivers its notice but ends with the failure reaction.

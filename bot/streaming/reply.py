@@ -255,6 +255,10 @@ class StreamedReply:
                 self.clock.mark(self._key)
             return sent or None  # a draft can't become the message: deliver it normally
 
+    async def close(self) -> None:
+        """Stop updating (the turn ended, however): a waiting update is dropped."""
+        await self._cancel_pending()
+
     async def abandon(self, *, stopped: bool = False) -> None:
         """No answer (NO_REPLY, a failure, ``/stop``): remove the preview, or after a ``/stop``
         with ``stream_on_stop: mark`` keep it with " (stopped)"."""
