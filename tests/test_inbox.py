@@ -32,6 +32,7 @@ from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender
 from channels.local import Outbound
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, delay, text
+from tests.service_support import until
 
 DM = ChatRef("web", "dm-alice", ChatType.DIRECT)
 KEY = "agent:main:web:direct:dm-alice"
@@ -333,6 +334,8 @@ async def test_drain_hands_unfinished_work_to_the_next_process(
         dm = ChatDriver(app, DM)
         await dm.send("first")
         await dm.wait_for(lambda: app.registry.active_runs == 1)
+        # The run must be waiting on the model (the 30 s answer), not still preparing.
+        await until(lambda: llm.chat_requests, lambda: "no model call")
         await dm.send("second")  # queued behind the first
         assert await app.drain(grace=0.2) == 1
     # The cancelled run cleaned up while the channel was open, and sent nothing.
