@@ -41,15 +41,13 @@ from bot.config import BotConfig
 from bot.run_registry import RunRegistry
 from bot.scheduler import Scheduler
 from bot.storage.inbox import InboxState, SqlInbox
-from bot.turn import Job
+from bot.turn import Job, ended_ok
 from channels import ChatType
 
 log = structlog.get_logger(__name__)
 
 BurstKey = tuple[str, str]
 """Whose burst: the session key, and the sender in a group ("" in a direct chat)."""
-
-_NOT_OK = (RunStatus.FAILED, RunStatus.BUDGET_EXCEEDED)
 
 
 def burst_key(job: Job) -> BurstKey:
@@ -189,9 +187,8 @@ class Bursts:
         result: RunResult | None = None
         if job.done.done() and not job.done.cancelled():
             result = job.done.result()
-        ok = result is not None and result.status not in _NOT_OK
         for other in earlier:
-            await other.reactions.finish(ok=ok)
+            await other.reactions.finish(ok=ended_ok(result))
             await self.ended(other)
             other.settle(result)
 

@@ -143,17 +143,10 @@ class Gateway:
             if not await self._first_delivery(msg):
                 return None
         else:
-            job.started = self.bursts.starts_at_once(job)
             try:
                 # The dedupe record and the stored message are one transaction: a redelivery
                 # is either this message's duplicate or was never taken, nothing in between.
-                job.inbox_id = await self.inbox.accept(
-                    msg,
-                    dedupe_key=msg.dedupe_key,
-                    session_key=key,
-                    agent_id=agent_id,
-                    running=job.started,
-                )
+                await self._store(job, msg.dedupe_key, starts=self.bursts.starts_at_once(job))
             except Exception as exc:
                 log.error("inbound.not_accepted", reason="inbox_failed", error=str(exc))
                 raise NotAccepted("the database is unavailable") from exc
@@ -163,6 +156,19 @@ class Gateway:
         await job.reactions.received()
         self.bursts.submit(job)
         return job
+
+    async def _store(self, job: Job, dedupe_key: str, *, starts: bool) -> None:
+        """Put the job's message in the inbox (``running`` at once when it ``starts``); its
+        ``inbox_id`` stays None for a duplicate. Raises what the database raised."""
+        assert self.inbox is not None
+        job.started = starts
+        job.inbox_id = await self.inbox.accept(
+            job.message,
+            dedupe_key=dedupe_key,
+            session_key=job.session_key,
+            agent_id=job.agent_id,
+            running=starts,
+        )
 
     async def _first_delivery(self, msg: InboundMessage) -> bool:
         """Record the message as processed; False for a platform's redelivery."""
@@ -197,15 +203,9 @@ class Gateway:
         )
         job = self._job(msg, parent.agent_id, parent.session_key)
         if self.inbox is not None:
-            job.started = self.scheduler.starts_at_once(job.session_key, job.concurrency)
+            starts = self.scheduler.starts_at_once(job.session_key, job.concurrency)
             try:
-                job.inbox_id = await self.inbox.accept(
-                    msg,
-                    dedupe_key=f"announce:{child.task_id}",
-                    session_key=job.session_key,
-                    agent_id=job.agent_id,
-                    running=job.started,
-                )
+                await self._store(job, f"announce:{child.task_id}", starts=starts)
             except Exception as exc:  # still announced, just not durable
                 log.warning("announce.not_stored", task_id=child.task_id, error=str(exc))
                 job.started = False

@@ -13,6 +13,7 @@ from typing import Protocol
 import structlog
 
 from agent_core.orchestration.children import ChildRun
+from channels import InboundMessage
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +54,7 @@ class ChildRegistration:
                 child.run_id,
                 child.agent_id,
                 child.root_session_key,
-                child.parent.user_id.partition(":")[2] or child.parent.user_id,
+                _requester(child),
                 child.task,
                 parent_run_id=child.parent.run_id,
             )
@@ -61,6 +62,12 @@ class ChildRegistration:
 
     def child_finished(self, child: ChildRun) -> None:
         self.registry.unregister(child.run_id)
+
+
+def _requester(child: ChildRun) -> str:
+    """Who may stop the child: the sender of the message its run tree answers."""
+    origin = child.parent.origin
+    return origin.sender.id if isinstance(origin, InboundMessage) else child.parent.user_id
 
 
 class LocalRunRegistry:

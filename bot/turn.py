@@ -31,6 +31,14 @@ log = structlog.get_logger(__name__)
 
 UNKNOWN_AGENT = "unknown_agent"  # RunResult.error when the job's agent can't be resolved
 _NOT_OK = (RunStatus.FAILED, RunStatus.BUDGET_EXCEEDED)
+
+
+def ended_ok(result: RunResult | None) -> bool:
+    """The success reaction, or the failure one: a context-budget stop delivers its notice but
+    ends as a failure."""
+    return result is not None and result.status not in _NOT_OK
+
+
 _CHILD_EVENTS = (EventType.CHILD_STARTED, EventType.CHILD_COMPLETED)
 
 
@@ -155,9 +163,7 @@ class TurnRunner:
                 await streamed.close()  # no preview update may follow the turn's end
             self.registry.unregister(job.run_id)
             await typing.stop()
-            # A context-budget stop delivers its notice but ends with the failure reaction.
-            ok = result is not None and result.status not in _NOT_OK
-            await job.reactions.finish(ok=ok)
+            await job.reactions.finish(ok=ended_ok(result))
             await self._record_end(job, end)
             job.settle(result)
 

@@ -141,8 +141,6 @@ class Orchestrator:
             self._started.popitem(last=False)
         return parent
 
-    def children_started(self, run_id: str) -> int:
-        return self._started.get(run_id, 0)
 
     # -- running ---------------------------------------------------------------------------
 

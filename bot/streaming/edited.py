@@ -45,7 +45,6 @@ class EditedStream:
         self.reply_to = reply_to
         self.sent: list[MessageRef] = []
         self.shown: list[str] = []  # the formatted text of each sent message
-        self.api_calls = 0
 
     def _chunks(self, text: str) -> list[str]:
         caps = self.channel.capabilities
@@ -64,7 +63,6 @@ class EditedStream:
             if index < len(self.sent):
                 if self.shown[index] == chunk:
                     continue
-                self.api_calls += 1
                 if retry:
                     await edit_with_retry(self.channel, self.sent[index], chunk)
                 else:
@@ -72,7 +70,6 @@ class EditedStream:
                 self.shown[index] = chunk
                 continue
             quote = self.reply_to if index == 0 else None
-            self.api_calls += 1
             ref = await send_with_retry(self.channel, self.chat, chunk, reply_to=quote)
             self.sent.append(ref)
             self.shown.append(chunk)
@@ -101,7 +98,6 @@ class EditedStream:
 
     async def _delete(self, message: MessageRef) -> None:
         try:
-            self.api_calls += 1
             if not await self.channel.delete_message(message):
                 # Can't be deleted: it keeps the last safe text it showed, nothing hidden.
                 log.info("stream.delete_refused", channel=self.channel.name)

@@ -111,7 +111,6 @@ class StreamedReply:
         self.stream: PlatformStream | None = None
         self.shown = ""  # the preview the stream shows
         self.visible = False  # anything was shown (typing stops then)
-        self.updates = 0  # previews pushed (the benchmark counts them)
         self._key = f"{chat.channel}:{chat.chat_id}:{chat.thread_id or ''}"
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task[None] | None = None
@@ -159,7 +158,6 @@ class StreamedReply:
                 log.info("stream.update_failed", channel=self.channel.name, error=str(exc))
                 return
             self.shown = preview
-            self.updates += 1
             self.clock.mark(self._key)
             await self._became_visible()
         if safe_preview(self.raw) != self.shown:
