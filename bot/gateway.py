@@ -36,7 +36,7 @@ from bot.scheduler import Scheduler
 from bot.sender_limits import MemorySenderLimiter, SenderLimiter
 from bot.session_keys import session_key
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
-from bot.streaming import streaming_options
+from bot.streaming import StreamOptions, streaming_options
 from bot.turn import Job, TurnRunner
 from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
@@ -81,6 +81,7 @@ class Gateway:
         self.limiter = limiter
         self.accepting = True
         self.channels: dict[str, Channel] = {}
+        self._streams: dict[str, StreamOptions | None] = {}
         self.turns = TurnRunner(config.bot, router, registry, events, inbox)
         self.scheduler: Scheduler[Job] = Scheduler(
             self._execute, queue_cap=config.bot.queue_cap, on_drop=self._dropped
@@ -91,6 +92,8 @@ class Gateway:
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
+        # Once per channel, not per message (runtime protocol checks are not free).
+        self._streams[channel.name] = streaming_options(self.config.channels, channel)
 
     def agent_for(self, channel: str) -> str:
         channel_config = getattr(self.config.channels, channel, None)
@@ -236,7 +239,7 @@ class Gateway:
             session_key=key,
             concurrency=bot.group_concurrency if group else bot.dm_concurrency,
             run_id=uuid.uuid4().hex,
-            stream=streaming_options(self.config.channels, channel),
+            stream=self._streams.get(channel.name),
             reactions=StatusReactions(
                 channel,
                 MessageRef(msg.chat, msg.message_id),
