@@ -54,6 +54,10 @@ class TestTelegramGroup:
             assert final.startswith(history[0]) and history[0] != final
             assert history[-1] == final
             assert len(tg.calls_of("sendMessage")) == 1
+            # Typing (refreshed every 0.05 s here) stopped when the first text was visible.
+            first_text = tg.calls_of("sendMessage")[0].at
+            typing = [c.at for c in tg.calls_of("sendChatAction")]
+            assert typing and all(at < first_text + 0.1 for at in typing)
 
     async def test_edits_are_throttled_per_chat(
         self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
