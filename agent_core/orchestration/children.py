@@ -141,7 +141,6 @@ class Orchestrator:
             self._started.popitem(last=False)
         return parent
 
-
     # -- running ---------------------------------------------------------------------------
 
     def child_request(
