@@ -42,6 +42,10 @@ class FailFastSocketModeClient(SocketModeClient):
             delay *= 0.5 + random.random() / 2
             log.info("slack.socket_reconnect_backoff", attempt=self._attempts, wait=round(delay, 2))
             await asyncio.sleep(delay)
+        # The SDK reconnects from two loops at once (receiver and monitor): the other one may have
+        # found the token unusable while this one waited.
+        if self.fatal_error is not None:
+            raise ConnectionError(f"Socket Mode stopped: {self.fatal_error}")
         self._attempts += 1
         try:
             url: str = await super().issue_new_wss_url()
