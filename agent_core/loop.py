@@ -282,7 +282,7 @@ class Loop:
         model_request = ModelRequest(
             model=self.settings.model,
             messages=state.messages,
-            tools=self.tools.specs(),
+            tools=self.tools.specs(state.discovered),
             stream=state.request.stream and self.settings.stream,
             temperature=self.settings.temperature,
             max_tokens=self.settings.max_tokens,
@@ -370,6 +370,7 @@ class Loop:
             run_id=request.run_id,
             max_file_bytes=self.settings.max_file_bytes,
             workspace_max_bytes=self.settings.workspace_max_bytes,
+            discovered=state.discovered,
         )
 
         async def before(call: ToolCall) -> None:

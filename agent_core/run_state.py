@@ -20,6 +20,7 @@ class RunState:
     usage: Usage = field(default_factory=Usage)
     iterations: int = 0
     budget: ToolBudget | None = None  # the run's tool calls; set on the first tool batch
+    discovered: set[str] = field(default_factory=set)  # deferred tools found by a search tool
     stored: list[Message] = field(default_factory=list)  # the session before this run
     summary: str | None = None  # the session's summary before this run
     place: RunWorkspace | None = None  # the run's default workspace and extra roots

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,9 @@ class ToolContext:
     request: RunRequest | None = None  # the calling run (orchestration tools read it)
     trace_id: str = ""  # the calling run's trace
     call_id: str = ""  # this call's id (set per call by tool_exec.run_tool)
+    # Deferred tools a search tool found in this run (mcp_tool_search adds to it): the loop
+    # offers them to the model from the next iteration on. Shared by every call of one run.
+    discovered: set[str] = field(default_factory=set)
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
@@ -57,6 +60,8 @@ class Tool:
     # Read-only tools may run concurrently with each other; anything else runs alone.
     read_only: bool = False
     kind: ToolKind = ToolKind.SYNC
+    # Where the tool comes from: "" for built-in ones, "mcp:<server>" for an MCP server's.
+    source: str = ""
 
     @property
     def spec(self) -> ToolSpec:
@@ -69,6 +74,9 @@ class ToolRegistry:
     # Tools this agent may not use in its current mode: never offered, and a call to one is
     # refused with the reason (name → reason).
     hidden: dict[str, str] = field(default_factory=dict)
+    # Callable but not offered up front (too many to list: MCP search mode); a search tool
+    # finds them and the loop offers the ones found (``ToolContext.discovered``).
+    deferred: dict[str, Tool] = field(default_factory=dict)
 
     @classmethod
     def of(cls, tools: Iterable[Tool]) -> ToolRegistry:
@@ -77,19 +85,24 @@ class ToolRegistry:
     def register(self, tool: Tool) -> None:
         self.tools[tool.name] = tool
 
+    def defer(self, tool: Tool) -> None:
+        self.deferred[tool.name] = tool
+
     def get(self, name: str) -> Tool | None:
-        return self.tools.get(name)
+        return self.tools.get(name) or self.deferred.get(name)
 
     def clone(self) -> ToolRegistry:
         """A copy an agent can extend without touching the shared registry."""
-        return ToolRegistry(dict(self.tools), dict(self.hidden))
+        return ToolRegistry(dict(self.tools), dict(self.hidden), dict(self.deferred))
 
     def hide(self, name: str, reason: str) -> None:
         self.tools.pop(name, None)
         self.hidden[name] = reason
 
-    def specs(self) -> list[ToolSpec]:
-        return [tool.spec for tool in self.tools.values()]
+    def specs(self, discovered: Collection[str] = ()) -> list[ToolSpec]:
+        """What the model is offered: every listed tool, plus the deferred ones found."""
+        found = [self.deferred[n].spec for n in discovered if n in self.deferred]
+        return [tool.spec for tool in self.tools.values()] + found
 
     def __contains__(self, name: object) -> bool:
         return name in self.tools
