@@ -24,12 +24,14 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
 from agent_core import FILE_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegistry
 from agent_core.hooks import PreToolUseHook
+from agent_core.mcp.manager import McpManager
+from agent_core.mcp.search import add_mcp_tools
 from agent_core.memory import MemoryIndex, memory_tools
 from agent_core.orchestration.children import Orchestrator
 from agent_core.orchestration.mode_tools import add_mode_tools
@@ -37,9 +39,9 @@ from agent_core.orchestration.modes import OrchestrationProfile, resolve_profile
 from agent_core.orchestration.records import OrchestrationStore, TaskStore
 from agent_core.providers import AnthropicProvider, OfflineProvider, Provider
 from agent_core.providers.openai_compat import OpenAICompatProvider
-from agent_core.settings import CompactionSettings, MemoryFlushSettings, PruningSettings
 from agent_core.store import SessionStore, TraceStore
-from bot.config import OPENAI_BASE_URL, AgentConfig, AgentDefaults, Config, ProviderConfig
+from bot.agent_settings import agent_settings
+from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
 
 log = structlog.get_logger(__name__)
 
@@ -131,13 +133,15 @@ class AgentRouter:
         memory_index: MemoryIndex | None = None,
         orchestration: OrchestrationStore | None = None,
         tasks: TaskStore | None = None,
+        mcp: McpManager | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
         holds agents defined in the database (then use :meth:`resolve`, not :meth:`get`);
         ``memory_index`` adds ``memory_search``/``memory_get`` to the default tools;
         ``orchestration`` (links and teams) resolves each agent's mode and ``tasks`` backs
-        ``team_tasks``. The orchestration tools are offered once :attr:`orchestrator` is set."""
+        ``team_tasks``. The orchestration tools are offered once :attr:`orchestrator` is set.
+        ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``)."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -157,6 +161,7 @@ class AgentRouter:
         self.agent_store = agent_store
         self.orchestration = orchestration
         self.task_store = tasks
+        self.mcp = mcp
         self.orchestrator: Orchestrator | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
@@ -245,52 +250,7 @@ class AgentRouter:
         ``profile`` its orchestration mode (default: spawn)."""
         if agent_id not in self.agent_ids and stored is None:
             raise UnknownAgent(agent_id, self.agent_ids)
-        defaults = self.config.agents.defaults
-        agent = self._definition(agent_id, stored)
-        providers = self.config.providers.all()
-        provider_name = (agent and agent.provider) or self.config.providers.default
-        if provider_name not in providers:  # a stored agent naming a provider since removed
-            log.warning(
-                "agent.unknown_provider",
-                agent_id=agent_id,
-                provider=provider_name,
-                using=self.config.providers.default,
-            )
-            provider_name = self.config.providers.default
-            agent = agent.model_copy(update={"model": None}) if agent else agent
-        fallback_name = agent.fallback_provider if agent else None
-        if fallback_name and fallback_name not in providers:
-            log.warning("agent.unknown_provider", agent_id=agent_id, provider=fallback_name)
-            fallback_name = None
-        fallback_model = (agent and agent.fallback_model) or (
-            providers[fallback_name].model if fallback_name else None
-        )
-        return AgentSettings(
-            id=agent_id,
-            provider=provider_name,
-            model=(agent and agent.model) or providers[provider_name].model,
-            workspace=(agent and agent.workspace) or defaults.workspace,
-            max_iterations=(agent and agent.max_iterations) or defaults.max_iterations,
-            context_window=(agent and agent.context_window) or defaults.context_window,
-            max_message_chars=defaults.max_message_chars,
-            history_limit=(agent and agent.history_limit) or defaults.history_limit,
-            system_prompt=(agent and agent.system_prompt) or defaults.system_prompt,
-            max_tokens=providers[provider_name].max_tokens,
-            stream=defaults.stream,
-            max_tool_calls=(agent and agent.max_tool_calls) or defaults.max_tool_calls,
-            max_parallel_tools=defaults.max_parallel_tools,
-            max_file_bytes=(agent and agent.max_file_bytes) or defaults.max_file_bytes,
-            workspace_max_bytes=(agent and agent.workspace_max_bytes)
-            or defaults.workspace_max_bytes,
-            fallback_provider=fallback_name,
-            fallback_model=fallback_model,
-            orchestration=profile or OrchestrationProfile(),
-            max_parallel_children=defaults.max_parallel_children,
-            max_spawn_depth=defaults.max_spawn_depth,
-            max_children_per_run=defaults.max_children_per_run,
-            child_timeout=defaults.child_timeout,
-            **context_settings(defaults, agent),
-        )
+        return agent_settings(self.config, agent_id, self._definition(agent_id, stored), profile)
 
     def get(self, agent_id: str) -> Loop:
         """The agent's loop from config.yaml and :meth:`define` only (no database); raises
@@ -338,7 +298,8 @@ class AgentRouter:
                     self._retire(self._cache.pop(agent_id).loop)
                 raise UnknownAgent(agent_id, self.agent_ids, await self.stored_ids())
             profile = await self._profile(agent_id)
-            loop = self._resolve(agent_id, stored, profile)
+            mcp_tools = await self._mcp_tools(self._definition(agent_id, stored))
+            loop = self._resolve(agent_id, stored, profile, mcp_tools)
             if cached is not None:
                 self._retire(cached.loop)
             self._cache[agent_id] = _Cached(loop, now + self.ttl)
@@ -352,16 +313,25 @@ class AgentRouter:
         links = await self.orchestration.links_of(agent_id)
         return resolve_profile(agent_id, team, links)
 
+    async def _mcp_tools(self, agent: AgentConfig | None) -> list[Tool]:
+        """The tools of the agent's MCP servers (default: every enabled one), started on first
+        use when ``mcp.startup`` is lazy."""
+        if self.mcp is None:
+            return []
+        return await self.mcp.tools(agent.mcp_servers if agent else None)
+
     def _resolve(
         self,
         agent_id: str,
         stored: AgentConfig | None = None,
         profile: OrchestrationProfile | None = None,
+        mcp_tools: Sequence[Tool] = (),
     ) -> Loop:
         settings = self.settings(agent_id, stored, profile)
         tools = self.tools.clone()
         for tool in self._agent_tools.get(agent_id, ()):
             tools.register(tool)
+        add_mcp_tools(tools, mcp_tools, self.config.agents.defaults.mcp_inline_max)
         self.add_orchestration_tools(settings, tools)
         fallback = self.provider(settings.fallback_provider) if settings.fallback_provider else None
         self.resolutions += 1
@@ -404,34 +374,3 @@ class AgentRouter:
             await loop.aclose()
         for provider in self._providers.values():
             await provider.aclose()
-
-
-def context_settings(defaults: AgentDefaults, agent: AgentConfig | None) -> dict[str, Any]:
-    """Issue-5 settings (prompt, guard, pruning, compaction): per-agent keys over defaults."""
-    pruning, compaction = defaults.context_pruning, defaults.compaction
-    if agent and agent.context_pruning:
-        pruning = pruning.model_copy(update=agent.context_pruning.model_dump(exclude_unset=True))
-    if agent and agent.compaction:
-        update = agent.compaction.model_dump(exclude_unset=True)
-        flush = compaction.memory_flush
-        if "memory_flush" in update:
-            flush_update = agent.compaction.memory_flush.model_dump(exclude_unset=True)
-            update["memory_flush"] = flush.model_copy(update=flush_update)
-        compaction = compaction.model_copy(update=update)
-    flush_cfg = compaction.memory_flush
-    flush_kw = flush_cfg.model_dump(exclude={"prompt"})
-    if flush_cfg.prompt:
-        flush_kw["prompt"] = flush_cfg.prompt
-    return {
-        "agent_type": (agent and agent.agent_type) or defaults.agent_type,
-        "input_guard": (agent and agent.input_guard) or defaults.input_guard,
-        "context_file_max_chars": defaults.context_file_max_chars,
-        "bootstrap_templates": defaults.bootstrap_templates,
-        "owner_ids": tuple(agent.owner_ids if agent and agent.owner_ids else defaults.owner_ids),
-        "extra_context": (agent and agent.extra_context) or defaults.extra_context,
-        "pruning": PruningSettings(**pruning.model_dump()),
-        "compaction": CompactionSettings(
-            **compaction.model_dump(exclude={"memory_flush"}),
-            memory_flush=MemoryFlushSettings(**flush_kw),
-        ),
-    }

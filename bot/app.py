@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from agent_core import EventBus
+from agent_core.mcp.manager import McpManager
 from agent_core.orchestration.children import Orchestrator
 from agent_core.providers import Provider
 from bot.access import AccessPolicy, PairingStore
@@ -76,6 +77,7 @@ class Loopgate:
         self._db: Database | None = None
         self._gateway: Gateway | None = None
         self.orchestrator: Orchestrator | None = None
+        self.mcp = McpManager(config.mcp.specs(), lazy=config.mcp.startup == "lazy")
         self.channel_starter = ChannelStarter()
 
     @property
@@ -103,6 +105,10 @@ class Loopgate:
         self._stack.push_async_callback(self._db.aclose)
         sessions = SqlSessionStore(self._db)
         orchestration = SqlOrchestrationStore(self._db)
+        # A server that fails to start degrades the service (``/healthz``) and is retried in
+        # the background; its agents run without its tools meanwhile.
+        self._stack.push_async_callback(self.mcp.aclose)
+        await self.mcp.start()
         router = AgentRouter(
             self.config,
             store=sessions,
@@ -113,7 +119,10 @@ class Loopgate:
             memory_index=SqlMemoryIndex(self._db),
             orchestration=orchestration,
             tasks=orchestration,
+            mcp=self.mcp,
         )
+        # New or changed MCP tools reach each agent the next time it is resolved.
+        self.mcp.on_change(lambda _server: router.invalidate())
         self._stack.push_async_callback(router.aclose)
         await self._warn_unknown_agents(router)
         dedupe = SqlDedupeStore(self._db)

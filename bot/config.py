@@ -8,7 +8,6 @@ validated once at start-up. A bad value stops the process with a message that na
 
 from __future__ import annotations
 
-import builtins
 import os
 import re
 from collections.abc import Mapping
@@ -18,23 +17,28 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
-    BeforeValidator,
-    ByteSize,
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
-# The channel sections are re-exported: ``from bot.config import SlackConfig`` keeps working.
+# Sections kept in their own modules are re-exported: ``from bot.config import SlackConfig``.
+from bot.agent_config import AgentConfig as AgentConfig
+from bot.agent_config import AgentDefaults as AgentDefaults
+from bot.agent_config import AgentsConfig as AgentsConfig
+from bot.agent_config import CompactionConfig as CompactionConfig
+from bot.agent_config import ContextPruningConfig as ContextPruningConfig
+from bot.agent_config import MemoryFlushConfig as MemoryFlushConfig
 from bot.channel_config import ChannelsConfig as ChannelsConfig
 from bot.channel_config import SlackConfig as SlackConfig
 from bot.channel_config import SlackRateLimit as SlackRateLimit
 from bot.channel_config import TelegramConfig as TelegramConfig
 from bot.channel_config import TelegramRateLimit as TelegramRateLimit
 from bot.channel_config import ZaloConfig as ZaloConfig
+from bot.config_base import Duration as Duration
 from bot.config_base import OffAllowed, StrictModel
+from bot.tools_config import McpConfig, SkillsConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -123,141 +127,6 @@ class ProvidersConfig(BaseModel):
         return {"openai": self.openai, **extra}
 
 
-class ContextPruningConfig(StrictModel):
-    """Context pruning (agent-loop spec section 6); ``mode: off`` disables it."""
-
-    mode: Literal["", "cache-ttl", "off"] = ""
-    keep_last_assistants: int = Field(3, ge=0)
-    soft_trim_ratio: float = Field(0.3, gt=0, le=1)
-    hard_clear_ratio: float = Field(0.5, gt=0, le=1)
-    soft_trim_max_chars: int = Field(6_000, ge=100)
-    soft_trim_keep_chars: int = Field(3_000, ge=10)
-    min_prunable_tool_chars: int = Field(50_000, ge=0)
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _mode_off(cls, value: Any) -> Any:
-        return "off" if value is False else value  # YAML 1.1 reads a bare ``off`` as False
-
-
-class MemoryFlushConfig(StrictModel):
-    """The memory-saving agent turn before post-run compaction (spec section 8)."""
-
-    enabled: bool = True
-    max_iterations: int = Field(5, ge=1, le=50)
-    timeout: float = Field(90.0, gt=0)
-    window: int = Field(10, ge=1)
-    prompt: str | None = None
-    """Default: the spec's "Pre-compaction memory flush. ..." prompt."""
-
-
-class CompactionConfig(StrictModel):
-    """Mid-loop and post-run compaction (spec section 7)."""
-
-    enabled: bool = True
-    threshold: float = Field(0.75, gt=0, le=1)
-    max_history_share: float | None = Field(None, gt=0, le=1)
-    min_messages: int = Field(50, ge=2)
-    keep_last: int = Field(4, ge=0)
-    mid_loop_summarize_share: float = Field(0.7, gt=0, lt=1)
-    summary_temperature: float = Field(0.3, ge=0, le=2)
-    summary_max_tokens: int = Field(1024, ge=16)
-    summary_timeout: float = Field(120.0, gt=0)
-    memory_flush: MemoryFlushConfig = Field(default_factory=MemoryFlushConfig)
-
-
-class AgentDefaults(StrictModel):
-    max_iterations: int = Field(20, ge=1, le=200)
-    context_window: int = Field(200_000, ge=1000)
-    workspace: Path = Path("./data/workspaces")
-    max_message_chars: int = Field(32_768, ge=100)
-    history_limit: int = Field(50, ge=1)
-    """How many past user turns the model sees."""
-    system_prompt: str = ""
-    stream: bool = True
-    max_tool_calls: int = Field(100, ge=1)
-    """Tool calls one run may make over all its iterations; later calls get an error result."""
-    max_parallel_tools: int = Field(4, ge=1, le=64)
-    """How many read-only tool calls of one batch run at once."""
-    max_file_bytes: ByteSize = Field(ByteSize(1 << 20), gt=0)
-    """Most bytes one ``write_file`` may write (bytes, or ``512KiB``, ``1MiB``, ``2MB``)."""
-    workspace_max_bytes: ByteSize = Field(ByteSize(100 << 20), gt=0)
-    """Quota of one user's workspace; a write that would pass it is a tool error."""
-    agent_type: Literal["open", "predefined"] = "open"
-    """``open``: per-user bootstrap files; ``predefined``: agent-level files + per-user USER.md."""
-    input_guard: Literal["off", "log", "warn", "block"] = "warn"
-    """Prompt-injection scan of user messages; ``block`` refuses them without a model call."""
-    context_file_max_chars: int = Field(20_000, ge=0)
-    """Characters of one bootstrap file (AGENTS.md, MEMORY.md...) put in the prompt."""
-    bootstrap_templates: Path | None = None
-    """Folder whose AGENTS.md, SOUL.md... replace the built-in templates for new workspaces."""
-    owner_ids: list[str] = Field(default_factory=list)
-    extra_context: str = ""
-    """Added to every system prompt inside ``<extra_context>``."""
-    context_pruning: ContextPruningConfig = Field(default_factory=ContextPruningConfig)
-    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
-    max_parallel_children: int = Field(4, ge=1, le=64)
-    """Child runs (spawn, delegate, team task) of one tool batch running at once."""
-    max_spawn_depth: int = Field(2, ge=0, le=8)
-    """How deep runs may nest: 2 lets a child spawn once more; 0 disables spawning."""
-    max_children_per_run: int = Field(8, ge=0, le=100)
-    """Child runs one run may start; further calls get a tool error."""
-    child_timeout: float = Field(600.0, gt=0)
-    """Seconds a child run may take before it is stopped and reported as failed."""
-
-
-class AgentConfig(StrictModel):
-    """One agent; unset fields fall back to ``agents.defaults``."""
-
-    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    provider: str | None = None
-    model: str | None = None
-    max_iterations: int | None = Field(None, ge=1, le=200)
-    context_window: int | None = Field(None, ge=1000)
-    workspace: Path | None = None
-    system_prompt: str | None = None
-    fallback_provider: str | None = None
-    """Provider used (with the same retries) when ``provider`` fails for good."""
-    fallback_model: str | None = None
-    """Model on the fallback provider; default: that provider's ``model``."""
-    max_tool_calls: int | None = Field(None, ge=1)
-    max_file_bytes: ByteSize | None = Field(None, gt=0)
-    workspace_max_bytes: ByteSize | None = Field(None, gt=0)
-    agent_type: Literal["open", "predefined"] | None = None
-    input_guard: Literal["off", "log", "warn", "block"] | None = None
-    history_limit: int | None = Field(None, ge=1)
-    owner_ids: list[str] | None = None
-    extra_context: str | None = None
-    context_pruning: ContextPruningConfig | None = None
-    """Keys set here override ``agents.defaults.context_pruning`` one by one."""
-    compaction: CompactionConfig | None = None
-    """Keys set here override ``agents.defaults.compaction`` one by one."""
-
-
-class AgentsConfig(StrictModel):
-    default: str = "main"
-    cache_ttl: float = Field(300.0, ge=0)
-    """Seconds a resolved agent is reused before it is rebuilt from config and the database."""
-    defaults: AgentDefaults = Field(default_factory=AgentDefaults)
-    list: builtins.list[AgentConfig] = Field(default_factory=builtins.list)
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def _seconds(value: object) -> object:
-    """``90``, ``"90"``, ``"90s"``, ``"15m"``, ``"1h"``, ``"2d"`` → seconds; the rest is left
-    for pydantic to reject with the key path."""
-    if isinstance(value, str) and (match := _DURATION.match(value)):
-        return float(match[1]) * _UNIT_SECONDS[match[2] or "s"]
-    return value
-
-
-Duration = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
-"""A duration in seconds; config files may write ``30s``, ``15m``, ``1h``, ``2d``."""
-
-
 class BotConfig(StrictModel):
     """Scheduling and user-facing behaviour shared by every channel."""
 
@@ -318,6 +187,8 @@ class Config(StrictModel):
     bot: BotConfig = Field(default_factory=BotConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""
@@ -332,6 +203,12 @@ class Config(StrictModel):
                     problems.append(
                         f"agents.list.{i}.{key}: unknown provider {name!r} "
                         f"(defined: {', '.join(sorted(providers))})"
+                    )
+            for name in agent.mcp_servers or ():
+                if name not in self.mcp.servers:
+                    problems.append(
+                        f"agents.list.{i}.mcp_servers: unknown MCP server {name!r} "
+                        f"(defined under mcp.servers: {', '.join(self.mcp.servers) or 'none'})"
                     )
         return problems
 

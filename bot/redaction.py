@@ -80,6 +80,7 @@ def secrets_of(config: Config) -> list[str]:
         channels.zalo.webhook_secret,
         config.web.token,
         *(provider.api_key for provider in config.providers.all().values()),
+        *config.mcp.secrets(),
     ]
     try:
         password = make_url(config.database.url).password

@@ -1,5 +1,5 @@
 """The ``loopgate`` command: serve, chat, check-config, inbox, traces, agents, links, teams,
-tasks, pairing."""
+tasks, mcp, pairing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from bot.cli import agents as agents_cli
 from bot.cli import inbox as inbox_cli
 from bot.cli import links as links_cli
+from bot.cli import mcp as mcp_cli
 from bot.cli import teams as teams_cli
 from bot.cli.database import with_database
 from bot.config import Config, ConfigFileError, load_config
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     agents_cli.add_parser(sub, common)
     inbox_cli.add_parser(sub, common)
     links_cli.add_parser(sub, common)
+    mcp_cli.add_parser(sub, common)
     teams_cli.add_parser(sub, common)
     return parser
 
@@ -167,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "links":
         configure_logging("warning", config.logging.format)
         return links_cli.run(config, args)
+    if args.command == "mcp":
+        configure_logging("warning", config.logging.format)
+        return mcp_cli.run(config, args)
     if args.command in ("teams", "tasks"):
         configure_logging("warning", config.logging.format)
         return teams_cli.run(config, args)

@@ -79,7 +79,8 @@ def create_app(
         # A platform outage degrades the service but is no reason for the PaaS to restart us:
         # still 200, and the channel keeps retrying by itself. Draining is 503, so a load
         # balancer stops sending here.
-        degraded = any(state != "up" for state in channels.values())
+        mcp = {status.name: status.state.value for status in loopgate.mcp.statuses()}
+        degraded = any(state != "up" for state in channels.values()) or loopgate.mcp.degraded
         status = "draining" if loopgate.draining else "degraded" if degraded else "ok"
         body: dict[str, Any] = {
             "status": status,
@@ -87,6 +88,8 @@ def create_app(
             "active_runs": loopgate.registry.active_runs,
             "channels": channels,
         }
+        if mcp:
+            body["mcp"] = mcp
         if loopgate.inbox is not None:
             body["inbox"] = inbox
         return JSONResponse(body, status_code=503 if loopgate.draining else 200)
