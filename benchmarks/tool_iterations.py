@@ -10,6 +10,11 @@ a ``spawn`` round-trip (the parent's tool call → its result, i.e. a whole chil
 Minimal prompt, in-memory history write and trace), and one batch of 8 parallel children
 (``max_parallel_children: 8``), first call → last result.
 
+Last, one tool call's round-trip (tool-call event → tool-result event) of a built-in tool beside
+the same ``echo`` on a real MCP server (tests/mcp_servers/demo.py, the SDK's own server) over
+stdio and over streamable HTTP: the difference is what the MCP bridge costs (client session,
+JSON-RPC, transport, result conversion).
+
     python benchmarks/tool_iterations.py [--runs 200] [--tool-ms 1.0]
 """
 
@@ -17,13 +22,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from agent_core import AgentSettings, Event, EventBus, EventType, Loop, MemoryStore, RunRequest
+from agent_core.mcp.manager import McpManager
+from agent_core.mcp.servers import ServerSpec
 from agent_core.orchestration.children import Orchestrator
 from agent_core.orchestration.tools import spawn_tool
 from agent_core.providers.base import DeltaHandler, ModelRequest, ModelResponse
@@ -34,6 +43,7 @@ from bot.logging_setup import configure_logging
 
 ITERATIONS = 5
 PARALLEL = 4
+DEMO_SERVER = Path(__file__).resolve().parent.parent / "tests" / "mcp_servers" / "demo.py"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -156,6 +166,85 @@ async def bench_children(runs: int, children: int, workdir: Path) -> list[float]
     return took
 
 
+async def echo(args: dict[str, Any], ctx: ToolContext) -> str:
+    return str(args["text"])
+
+
+async def round_trips(loop: Loop, bus: EventBus, tool: str, runs: int) -> list[float]:
+    """Milliseconds from the tool-call event to the tool-result event of one call, per run."""
+    started: dict[str, float] = {}
+    took: list[float] = []
+
+    async def on_event(event: Event) -> None:
+        if event.type is EventType.TOOL_CALL and event.payload["name"] == tool:
+            started[event.run_id] = time.perf_counter()
+        elif event.type is EventType.TOOL_RESULT and event.run_id in started:
+            took.append((time.perf_counter() - started.pop(event.run_id)) * 1000)
+
+    unsubscribe = bus.subscribe(on_event)
+    loop.provider = ScriptedProvider(
+        *(
+            item
+            for _ in range(runs + 5)
+            for item in (tool_calls(call(tool, {"text": "hi"})), reply("ok"))
+        )
+    )
+    for n in range(runs + 5):
+        await loop.run(RunRequest(session_key=f"{tool}{n % 20}", message="go", user_id="u"))
+    unsubscribe()
+    return took[5:]  # the first calls warm up sessions, workspaces and connections
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def bench_mcp(runs: int, workdir: Path) -> None:
+    port = free_port()
+    http = await asyncio.create_subprocess_exec(
+        sys.executable, str(DEMO_SERVER), "--http", str(port),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    specs = [
+        ServerSpec("stdio", command=sys.executable, args=(str(DEMO_SERVER),)),
+        ServerSpec("http", url=f"http://127.0.0.1:{port}/mcp"),
+    ]
+    manager = McpManager(specs)
+    try:
+        for _ in range(100):  # the HTTP server needs a moment to listen
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        await manager.start()
+        tools = ToolRegistry.of([Tool("echo", "e", {"type": "object"}, echo, read_only=True)])
+        for tool in await manager.tools():
+            tools.register(tool)
+        bus, store = EventBus(), MemoryStore()
+        settings = AgentSettings(
+            id="main", model="m", workspace=workdir, compaction=CompactionSettings(enabled=False)
+        )
+        loop = Loop(settings, ScriptedProvider(), tools, store, store, bus)
+        results = {name: await round_trips(loop, bus, name, runs) for name in
+                   ("echo", "stdio__echo", "http__echo")}  # fmt: skip
+    finally:
+        await manager.aclose()
+        http.terminate()
+        await http.wait()
+    base = statistics.median(results["echo"])
+    print(f"one tool call, tool-call event → tool-result event ({runs} calls each):")
+    for name, took in results.items():
+        median = statistics.median(took)
+        print(
+            f"  {name:<12} p50={median:.3f}ms p99={pct(took, 0.99):.3f}ms "
+            f"(MCP overhead p50={median - base:.3f}ms, {median / base:.1f}x built-in)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=200)
@@ -170,6 +259,7 @@ def main() -> None:
             print(
                 f"{what} overhead: p50={statistics.median(took):.3f}ms p99={pct(took, 0.99):.3f}ms"
             )
+        asyncio.run(bench_mcp(args.runs, Path(tmp) / "mcp"))
 
 
 if __name__ == "__main__":
