@@ -16,13 +16,15 @@ from agent_core.messages import Message, SessionHistory, ToolCall, Usage
 from agent_core.providers import ModelRequest, ModelResponse, OfflineProvider, Provider
 from agent_core.run import NO_REPLY, RunRequest, RunResult, RunStatus
 from agent_core.settings import AgentSettings
+from agent_core.skills import Skill, discover_skills
 from agent_core.store import MemoryStore, SessionStore, TraceStore
-from agent_core.tools import FILE_TOOLS, Tool, ToolContext, ToolRegistry
+from agent_core.tools import FILE_TOOLS, SKILL_TOOLS, Tool, ToolContext, ToolRegistry
 from agent_core.tracing import Span, SpanKind, Trace
 
 __all__ = [
     "FILE_TOOLS",
     "NO_REPLY",
+    "SKILL_TOOLS",
     "AgentError",
     "AgentSettings",
     "ConfigError",
@@ -46,6 +48,7 @@ __all__ = [
     "RunStatus",
     "SessionHistory",
     "SessionStore",
+    "Skill",
     "Span",
     "SpanKind",
     "Tool",
@@ -56,4 +59,5 @@ __all__ = [
     "Trace",
     "TraceStore",
     "Usage",
+    "discover_skills",
 ]

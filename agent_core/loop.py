@@ -34,16 +34,19 @@ from agent_core.input_guard import BLOCKED_REPLY, bound_input
 from agent_core.input_guard import check as guard_input
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.orchestration.workspaces import resolve_run_workspace
-from agent_core.prompt import build_system_prompt
+from agent_core.prompt import build_system_prompt, skill_search_mode
 from agent_core.providers.base import Delta, ModelRequest, ModelResponse, Provider
 from agent_core.retry import RetryPolicy, call_with_retry
 from agent_core.run import RunRequest, RunResult, RunStatus
 from agent_core.run_state import Finish, RunState
+from agent_core.run_tools import run_tool_context
 from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
+from agent_core.skills import discover_skills
 from agent_core.store import SessionStore, TraceStore
 from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
-from agent_core.tools.base import ToolContext, ToolKind, ToolRegistry
+from agent_core.tools.base import ToolKind, ToolRegistry
+from agent_core.tools.skills import SKILL_SEARCH_NAME
 from agent_core.tracing import (
     SpanKind,
     Trace,
@@ -193,6 +196,7 @@ class Loop:
         await asyncio.to_thread(self.workspaces.ensure_user_files, request.user_id)
         files = await asyncio.to_thread(self.workspaces.context_files, request.user_id, mode)
         history = await self.store.load_history(request.session_key)
+        skills = await asyncio.to_thread(discover_skills, place.default, self.settings.skill_paths)
         system = build_system_prompt(
             self.settings,
             request,
@@ -201,6 +205,7 @@ class Loop:
             mode=mode,
             files=files,
             extra=request.extra_context,
+            skill_list=skills,
             team_workspace=place.team,
         )
         messages = [Message.system(system)]
@@ -209,7 +214,7 @@ class Loop:
         messages += prepare_history(history.messages, self.settings.history_limit)
         user = Message.user(bound_input(request.message, self.settings.max_message_chars))
         messages.append(user)
-        return RunState(
+        state = RunState(
             request=request,
             trace=trace,
             messages=messages,
@@ -217,7 +222,11 @@ class Loop:
             stored=history.messages,
             summary=history.summary,
             place=place,
+            skills=skills,
         )
+        if skill_search_mode(skills, self.tools, mode):  # section 9: offered from the start
+            state.discovered.add(SKILL_SEARCH_NAME)
+        return state
 
     async def _iterate(self, state: RunState) -> tuple[str, RunStatus]:
         cap = state.request.max_iterations or self.settings.max_iterations
@@ -358,20 +367,7 @@ class Loop:
 
     async def _run_tools(self, state: RunState, calls: list[ToolCall]) -> list[ToolOutcome]:
         request = state.request
-        place = state.place or resolve_run_workspace(self.settings, request)
-        ctx = ToolContext(
-            workspace=place.default,
-            extra_roots=place.extra_roots,
-            request=request,
-            trace_id=state.trace.id,
-            session_key=request.session_key,
-            user_id=request.user_id,
-            agent_id=self.settings.id,
-            run_id=request.run_id,
-            max_file_bytes=self.settings.max_file_bytes,
-            workspace_max_bytes=self.settings.workspace_max_bytes,
-            discovered=state.discovered,
-        )
+        ctx = run_tool_context(self.settings, state)
 
         async def before(call: ToolCall) -> None:
             try:

@@ -26,10 +26,12 @@ from agent_core.bootstrap import (
 from agent_core.orchestration.records import WorkspaceScope
 from agent_core.run import NO_REPLY, RunRequest
 from agent_core.settings import AgentSettings
+from agent_core.skills import Skill, discover_skills, skill_location
 from agent_core.tools.base import ToolRegistry
+from agent_core.tools.skills import SKILL_SEARCH_NAME
 from agent_core.workspace import user_workspace
 
-SKILLS_INLINE_MAX = 15
+SKILLS_INLINE_MAX = 15  # more skills than this: the model finds them with skill_search
 _PERSONA_FILES = (SOUL_MD, IDENTITY_MD)
 
 _FORMATTING_HINTS = {
@@ -49,7 +51,7 @@ class PromptContext:
     mode: PromptMode = PromptMode.FULL
     files: tuple[ContextFile, ...] = ()
     extra_context: str = ""
-    skills: tuple[tuple[str, str], ...] = field(default=())  # (name, one-line description)
+    skills: tuple[Skill, ...] = field(default=())  # the run's skills (agent_core/skills.py)
     team_workspace: Path | None = None  # the run's team workspace (section 11), absolute
 
     @property
@@ -111,15 +113,32 @@ def safety(ctx: PromptContext) -> str:
     return text
 
 
+def skill_search_mode(
+    skills: Sequence[Skill], tools: ToolRegistry, mode: PromptMode = PromptMode.FULL
+) -> bool:
+    """Sections 8/9: too many skills to list, so the model searches them with skill_search
+    (offered only then). Without the tool in the registry they are all listed instead."""
+    many = len(skills) > SKILLS_INLINE_MAX
+    return mode is PromptMode.FULL and many and tools.get(SKILL_SEARCH_NAME) is not None
+
+
 def skills(ctx: PromptContext) -> str | None:
+    """Sections 8 (inline) and 9 (search mode)."""
     if not ctx.full or not ctx.skills:
         return None
-    if len(ctx.skills) <= SKILLS_INLINE_MAX:
-        lines = "\n".join(f"- {name}: {desc}" for name, desc in ctx.skills)
-        return f"## Skills\nRead skills/<name>.md before using a skill.\n{lines}"
+    if skill_search_mode(ctx.skills, ctx.tools, ctx.mode):
+        return (
+            f"## Skills\n{len(ctx.skills)} skills (instructions for specific tasks) are "
+            f"available, too many to list. When a task may have one, call {SKILL_SEARCH_NAME} "
+            "with a few keywords of the task; then read the file it returns with read_file "
+            "before using the skill, and follow it."
+        )
+    lines = "\n".join(
+        f"- {s.name}: {s.description} (read {skill_location(s, ctx.workspace)})" for s in ctx.skills
+    )
     return (
-        f"## Skills\n{len(ctx.skills)} skills are in skills/: list them with list_files and "
-        "read the one that fits before using it."
+        "## Skills\nSkills are instructions for specific tasks. Before using one, read its file "
+        f"with read_file (the path given) and follow it.\n{lines}"
     )
 
 
@@ -355,19 +374,9 @@ def render_with_markers(ctx: PromptContext) -> str:
     return "\n\n".join(f"<!-- section: {name} -->\n{text}" for name, text in render_sections(ctx))
 
 
-def find_skills(workspace_dir: Path) -> tuple[tuple[str, str], ...]:
-    """``skills/*.md`` of a workspace as (name, first non-heading line)."""
-    folder = workspace_dir / "skills"
-    if not folder.is_dir():
-        return ()
-    found: list[tuple[str, str]] = []
-    for path in sorted(folder.glob("*.md")):
-        lines = [
-            ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines()
-        ]
-        desc = next((ln for ln in lines if ln and not ln.startswith("#")), "")
-        found.append((path.stem, desc[:200]))
-    return tuple(found)
+def find_skills(workspace_dir: Path, shared_paths: Sequence[Path] = ()) -> tuple[Skill, ...]:
+    """The skills a prompt built for ``workspace_dir`` lists (``loopgate prompt`` uses it)."""
+    return discover_skills(workspace_dir, shared_paths)
 
 
 def build_system_prompt(
@@ -380,7 +389,7 @@ def build_system_prompt(
     mode: PromptMode = PromptMode.FULL,
     files: Sequence[ContextFile] = (),
     extra: str = "",
-    skill_list: Sequence[tuple[str, str]] | None = None,
+    skill_list: Sequence[Skill] | None = None,
     team_workspace: Path | None = None,
 ) -> str:
     ctx = PromptContext(
@@ -392,7 +401,11 @@ def build_system_prompt(
         mode=mode,
         files=tuple(files),
         extra_context=extra,
-        skills=tuple(skill_list) if skill_list is not None else find_skills(workspace_dir),
+        skills=(
+            tuple(skill_list)
+            if skill_list is not None
+            else discover_skills(workspace_dir, settings.skill_paths)
+        ),
         team_workspace=team_workspace,
     )
     return "\n\n".join(text for _, text in render_sections(ctx))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from agent_core.messages import Message, Usage
 from agent_core.orchestration.workspaces import RunWorkspace
 from agent_core.run import RunRequest, RunStatus
+from agent_core.skills import Skill
 from agent_core.tool_exec import ToolBudget
 from agent_core.tracing import Trace
 
@@ -24,6 +25,7 @@ class RunState:
     stored: list[Message] = field(default_factory=list)  # the session before this run
     summary: str | None = None  # the session's summary before this run
     place: RunWorkspace | None = None  # the run's default workspace and extra roots
+    skills: tuple[Skill, ...] = ()  # found once per run: in the prompt and for the tools
     compacted: bool = False  # mid-loop compaction happens at most once per run
     stop_reason: str | None = None  # set when the run stopped early (trace marked error)
 

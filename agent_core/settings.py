@@ -106,3 +106,6 @@ class AgentSettings:
     max_spawn_depth: int = MAX_SPAWN_DEPTH
     max_children_per_run: int = MAX_CHILDREN_PER_RUN
     child_timeout: float = CHILD_TIMEOUT
+    # Folders of skills shared by every run (besides the workspace's skills/): readable, never
+    # writable by the agent (agent_core/skills.py).
+    skill_paths: tuple[Path, ...] = ()

@@ -11,6 +11,7 @@ from typing import Any
 from agent_core.providers.base import ToolSpec
 from agent_core.run import RunRequest
 from agent_core.settings import MAX_FILE_BYTES, WORKSPACE_MAX_BYTES
+from agent_core.skills import Skill
 
 
 class ToolKind(enum.StrEnum):
@@ -46,6 +47,10 @@ class ToolContext:
     # Deferred tools a search tool found in this run (mcp_tool_search adds to it): the loop
     # offers them to the model from the next iteration on. Shared by every call of one run.
     discovered: set[str] = field(default_factory=set)
+    # The run's skills (skill_search ranks them) and the folders of its shared ones: absolute
+    # paths inside those may be read and listed, never written (tools/files.py).
+    skills: tuple[Skill, ...] = ()
+    read_roots: tuple[Path, ...] = ()
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]

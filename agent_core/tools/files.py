@@ -1,7 +1,9 @@
 """read_file, write_file and list_files, confined to the run's workspace.
 
 Relative paths mean the run's workspace; absolute paths may also point into the run's extra
-roots (team workspace handling, agent-loop spec section 11). Quotas apply per root."""
+roots (team workspace handling, agent-loop spec section 11). Quotas apply per root. read_file and
+list_files may also reach the folders of the run's shared skills (``ToolContext.read_roots``) by
+absolute path: reading a skill stays confined to its own folder, and nothing there is written."""
 
 from __future__ import annotations
 
@@ -33,20 +35,44 @@ def _path_arg(args: dict[str, Any], tool: str, *, default: str | None = None) ->
     return value
 
 
-def _inside(ctx: ToolContext, tool: str, path: str) -> tuple[Path, Path]:
+def _inside(ctx: ToolContext, tool: str, path: str, *, reading: bool = False) -> tuple[Path, Path]:
     """``(root, target)``: a relative ``path`` means the workspace; an absolute one may also
-    point into one of ``ctx.extra_roots`` (a team workspace, the agent's own workspace)."""
+    point into one of ``ctx.extra_roots`` (a team workspace, the agent's own workspace) and,
+    when ``reading``, into one of ``ctx.read_roots`` (a shared skill's folder)."""
     try:
-        if os.path.isabs(path):
+        if not os.path.isabs(path):
+            root = ctx.workspace.resolve()
+            return root, resolve_inside(root, path)  # relative: the workspace only
+        try:
             return resolve_in_roots(ctx.workspace, ctx.extra_roots, path)
-        root = ctx.workspace.resolve()
-        return root, resolve_inside(root, path)  # relative: the workspace only
+        except WorkspaceEscape:
+            found = _in_read_root(ctx, path)
+            if found is None:
+                raise
+            if not reading:
+                raise ToolError(
+                    tool, f"access denied: {path} is in a shared skill (read-only)"
+                ) from None
+            return found
     except WorkspaceEscape as exc:
         raise ToolError(tool, f"access denied: {exc}") from exc
 
 
+def _in_read_root(ctx: ToolContext, path: str) -> tuple[Path, Path] | None:
+    """``(folder, target)`` when ``path`` resolves (links followed, ``..`` applied) inside one
+    of the read-only roots; the shared skills' root itself is not one, only each skill."""
+    if not ctx.read_roots:
+        return None
+    candidate = Path(path).resolve()
+    for folder in ctx.read_roots:
+        allowed = folder.resolve()
+        if is_inside(allowed, candidate):
+            return allowed, candidate
+    return None
+
+
 async def _read_file(args: dict[str, Any], ctx: ToolContext) -> str:
-    _, target = _inside(ctx, "read_file", _path_arg(args, "read_file"))
+    _, target = _inside(ctx, "read_file", _path_arg(args, "read_file"), reading=True)
     if not target.is_file():
         raise ToolError("read_file", f"no such file: {args['path']}")
     try:
@@ -109,7 +135,7 @@ async def _write_file(args: dict[str, Any], ctx: ToolContext) -> str:
 
 async def _list_files(args: dict[str, Any], ctx: ToolContext) -> str:
     path = _path_arg(args, "list_files", default=".")
-    root, target = _inside(ctx, "list_files", path or ".")
+    root, target = _inside(ctx, "list_files", path or ".", reading=True)
     if not target.exists():
         return "(empty)" if target == root else f"no such directory: {path}"
     if not target.is_dir():
@@ -137,7 +163,7 @@ _PATH_SCHEMA = {
 
 READ_FILE = Tool(
     name="read_file",
-    description="Read a UTF-8 text file from your workspace.",
+    description="Read a UTF-8 text file from your workspace, or a skill's file.",
     parameters={"type": "object", "properties": {"path": _PATH_SCHEMA}, "required": ["path"]},
     handler=_read_file,
     read_only=True,
