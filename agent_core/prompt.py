@@ -23,6 +23,7 @@ from agent_core.bootstrap import (
     ContextFile,
     PromptMode,
 )
+from agent_core.mcp.prompt import is_mcp, mcp_tools
 from agent_core.orchestration.records import WorkspaceScope
 from agent_core.run import NO_REPLY, RunRequest
 from agent_core.settings import AgentSettings
@@ -95,7 +96,8 @@ def persona(ctx: PromptContext) -> str | None:
 def tooling(ctx: PromptContext) -> str | None:
     if not len(ctx.tools):
         return None
-    lines = [f"- {t.name}: {t.description}" for t in ctx.tools.tools.values()]
+    # MCP tools have their own section (10), grouped by server.
+    lines = [f"- {t.name}: {t.description}" for t in ctx.tools.tools.values() if not is_mcp(t)]
     return "## Tools\nCall tools when they help; never invent their results.\n" + "\n".join(lines)
 
 
@@ -343,6 +345,7 @@ SECTIONS: tuple[Section, ...] = (
     tooling,
     safety,
     skills,
+    mcp_tools,
     workspace,
     team_workspace,
     sandbox,

@@ -69,6 +69,7 @@ def agent_settings(
         max_spawn_depth=defaults.max_spawn_depth,
         max_children_per_run=defaults.max_children_per_run,
         child_timeout=defaults.child_timeout,
+        skill_paths=tuple(config.skills.paths),
         **context_settings(defaults, agent),
     )
 

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import structlog
 
-from agent_core import FILE_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegistry
+from agent_core import FILE_TOOLS, SKILL_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegistry
 from agent_core.hooks import PreToolUseHook
 from agent_core.mcp.manager import McpManager
 from agent_core.mcp.search import add_mcp_tools
@@ -150,6 +150,9 @@ class AgentRouter:
         if tools is None and memory_index is not None:
             for tool in memory_tools(memory_index):  # its write_file also re-indexes memory
                 self.tools.register(tool)
+        if tools is None:
+            for tool in SKILL_TOOLS:  # offered by the loop to runs with more skills than fit inline
+                self.tools.defer(tool)
         self.hooks = list(hooks)
         self.ttl = config.agents.cache_ttl if ttl is None else ttl
         self._clock = clock

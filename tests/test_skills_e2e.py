@@ -27,7 +27,11 @@ from agent_core.providers import OpenAICompatProvider
 from agent_core.retry import RetryPolicy
 from agent_core.tools.skills import SKILL_TOOLS
 from agent_core.workspace import user_workspace
+from bot.app import Loopgate
+from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, RecordedRequest, call, text, tool_calls
+from tests.orchestration_support import dm, offered_tools, system_prompt
+from tests.orchestration_support import tool_results as results_of
 
 SKILL_BODY = "# PDF forms\nUse fill.py with the field names from reference.md.\n"
 
@@ -153,3 +157,30 @@ async def test_few_skills_are_listed_and_skill_search_is_not_offered(
     assert "- pdf-forms: Fill in PDF forms from data. (read " in system
     assert "Write notes/<date>.md." in last_tool_message(second)
     assert [r["is_error"] for r in results] == [False]
+
+
+async def test_shared_skill_paths_from_config_reach_the_service(
+    llm: FakeLLM, tmp_path: Path
+) -> None:
+    """``skills.paths`` in config.yaml → the router's agents: search mode above 15 skills,
+    and the shared skill file is readable by its absolute path, nothing next to it."""
+    skill_md = shared_skills(tmp_path / "shared", SKILLS_INLINE_MAX + 5)
+    llm.script(
+        tool_calls(call("skill_search", {"query": "pdf forms"})),
+        tool_calls(
+            call("read_file", {"path": str(skill_md)}),
+            call("read_file", {"path": str(skill_md.parent.parent / "README.txt")}),
+        ),
+        text("Done with the form."),
+    )
+    config = make_config(tmp_path, llm, skills={"paths": [str(tmp_path / "shared")]})
+    async with Loopgate(config) as app:
+        result = await dm(app).ask("fill my pdf form")
+        assert result is not None and result.status is RunStatus.COMPLETED
+    first, second, third = llm.chat_requests
+    assert "skill_search" in offered_tools(first)
+    assert "skill_search" in system_prompt(first) and "pdf-forms" not in system_prompt(first)
+    assert str(skill_md) in results_of(second)[0]
+    read, outside = results_of(third)[-2:]
+    assert read == SKILL_BODY.rstrip("\n") or SKILL_BODY.strip() in read
+    assert "access denied" in outside

@@ -99,6 +99,6 @@ def render_prompt(
         datetime.now(UTC),
         mode=prompt_mode,
         files=tuple(preview_files(workspaces, user_id, prompt_mode)),
-        skills=find_skills(workspace),
+        skills=find_skills(workspace, settings.skill_paths),
     )
     return render_with_markers(ctx)
