@@ -86,7 +86,7 @@ class TestCalls:
             await dm(app).ask("go")
         (a_start, a_end), (b_start, b_end) = spans(llm.chat_requests[1])
         assert a_start < b_end and b_start < a_end  # overlapped
-        (c_start, c_end), (d_start, d_end) = spans(llm.chat_requests[2])[-2:]
+        (_, c_end), (d_start, _) = spans(llm.chat_requests[2])[-2:]
         assert d_start >= c_end  # one after the other
 
     async def test_errors_become_tool_results_not_failed_runs(
@@ -189,7 +189,7 @@ class TestOperators:
                 "mcp": {
                     "servers": {
                         "remote": {"url": f"http://127.0.0.1:{port}/mcp", "startup_timeout": 20},
-                        "broken": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]},
+                        "broken": {"command": sys.executable, "args": ["-c", "exit(3)"]},
                     }
                 },
                 "providers": {"openai": {"base_url": "http://127.0.0.1:9/v1", "api_key": "k"}},
