@@ -133,6 +133,28 @@ class TestCalls:
             await chat.ask("pid again")
             assert int(tool_results(llm.chat_requests[-1])[-1]) != old_pid
 
+    async def test_a_changed_tool_list_reaches_the_agent(
+        self, tmp_path: Path, llm: FakeLLM
+    ) -> None:
+        llm.script(tool_calls(call("demo__add_tool", {"name": "fresh"})), text("added"))
+        async with service(tmp_path, llm, {"demo": demo()}) as app:
+            chat = dm(app)
+            await chat.ask("add a tool")
+            assert "demo__fresh" not in offered_tools(llm.chat_requests[0])
+
+            async def offered_next() -> bool:
+                return "demo__fresh" in (await app.gateway.router.resolve("main")).tools
+
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while not await offered_next():
+                assert loop.time() < deadline, "the new tool never reached the agent"
+                await asyncio.sleep(0.05)
+            llm.script(tool_calls(call("demo__fresh", {})), text("called it"))
+            await chat.ask("use it")
+            assert "demo__fresh" in offered_tools(llm.chat_requests[2])
+            assert tool_results(llm.chat_requests[3])[-1] == "fresh called"
+
 
 class TestSelection:
     async def test_allow_list_exclusions_and_per_agent_servers(
