@@ -1,0 +1,1 @@
+"""Real MCP servers (the SDK's MCPServer) the MCP client tests run as subprocesses."""
