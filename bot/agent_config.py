@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import ByteSize, Field, field_validator, model_validator
 
 from bot.config_base import StrictModel
+from bot.evolution.config import EvolutionGuardrails
 
 
 class ContextPruningConfig(StrictModel):
@@ -99,6 +100,8 @@ class AgentDefaults(StrictModel):
     mcp_inline_max: int = Field(40, ge=0)
     """Up to this many MCP tools are offered to the model directly; above it, the model
     finds them with ``mcp_tool_search``."""
+    evolution_guardrails: EvolutionGuardrails = Field(default_factory=EvolutionGuardrails)
+    """Limits of self-evolution suggestions (bot/evolution); per agent key by key."""
 
 
 class AgentConfig(StrictModel):
@@ -129,6 +132,11 @@ class AgentConfig(StrictModel):
     """Keys set here override ``agents.defaults.compaction`` one by one."""
     mcp_servers: list[str] | None = None
     """Names under ``mcp.servers`` this agent may use; default: every enabled one."""
+    evolution_guardrails: EvolutionGuardrails | None = None
+    """Keys set here override ``agents.defaults.evolution_guardrails`` one by one."""
+    disabled_tools: list[str] | None = None
+    """Tools this agent is never offered (a call is refused with the reason); set by an
+    approved ``ToolFailureRule`` suggestion or by hand."""
 
 
 class AgentsConfig(StrictModel):

@@ -28,6 +28,7 @@ from bot.access import AccessPolicy, PairingStore
 from bot.agents import AgentRouter
 from bot.channel_startup import ChannelStarter
 from bot.config import Config
+from bot.evolution.service import EvolutionService
 from bot.gateway import Gateway
 from bot.maintenance import run_periodically
 from bot.platforms import PlatformDeps, build_platform_channels
@@ -79,12 +80,20 @@ class Loopgate:
         self.orchestrator: Orchestrator | None = None
         self.mcp = McpManager(config.mcp.specs(), lazy=config.mcp.startup == "lazy")
         self.channel_starter = ChannelStarter()
+        self._evolution: EvolutionService | None = None
 
     @property
     def gateway(self) -> Gateway:
         if self._gateway is None:
             raise RuntimeError("Loopgate is not started")
         return self._gateway
+
+    @property
+    def evolution(self) -> EvolutionService:
+        """Evolution suggestions and their review (bot/evolution); its schedule runs here."""
+        if self._evolution is None:
+            raise RuntimeError("Loopgate is not started")
+        return self._evolution
 
     @property
     def db(self) -> Database:
@@ -125,6 +134,9 @@ class Loopgate:
         self.mcp.on_change(lambda _server: router.invalidate())
         self._stack.push_async_callback(router.aclose)
         await self._warn_unknown_agents(router)
+        self._evolution = EvolutionService(self._db, self.config, router)
+        self._stack.push_async_callback(self._evolution.aclose)
+        self._evolution.start()
         dedupe = SqlDedupeStore(self._db)
         self._start_background(run_periodically("dedupe.prune", dedupe.prune))
         self.inbox = SqlInbox(self._db) if self.durable else None

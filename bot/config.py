@@ -38,6 +38,7 @@ from bot.channel_config import TelegramRateLimit as TelegramRateLimit
 from bot.channel_config import ZaloConfig as ZaloConfig
 from bot.config_base import Duration as Duration
 from bot.config_base import OffAllowed, StrictModel
+from bot.evolution.config import EvolutionConfig
 from bot.tools_config import McpConfig, SkillsConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
@@ -189,6 +190,7 @@ class Config(StrictModel):
     web: WebConfig = Field(default_factory=WebConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.cli import agents as agents_cli
+from bot.cli import evolution as evolution_cli
 from bot.cli import inbox as inbox_cli
 from bot.cli import links as links_cli
 from bot.cli import mcp as mcp_cli
@@ -52,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     approve = pairing_sub.add_parser("approve", parents=[common], help="approve a pairing code")
     approve.add_argument("code", help="the 8-character code the user received")
     agents_cli.add_parser(sub, common)
+    evolution_cli.add_parser(sub, common)
     inbox_cli.add_parser(sub, common)
     links_cli.add_parser(sub, common)
     mcp_cli.add_parser(sub, common)
@@ -166,6 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "agents":
         configure_logging("warning", config.logging.format)
         return agents_cli.run(config, args)
+    if args.command == "evolution":
+        configure_logging("warning", config.logging.format)
+        return evolution_cli.run(config, args)
     if args.command == "links":
         configure_logging("warning", config.logging.format)
         return links_cli.run(config, args)

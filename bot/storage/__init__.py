@@ -7,6 +7,7 @@
 from bot.storage.agents import SqlAgentStore, StoredAgent
 from bot.storage.db import DEFAULT_DATABASE_URL, Database, head_revision, open_database
 from bot.storage.errors import SessionNotFound, StorageError
+from bot.storage.evolution_rows import MetricSnapshotRow, SuggestionRow
 from bot.storage.orchestration import SqlOrchestrationStore
 from bot.storage.sessions import SessionInfo, SqlSessionStore
 from bot.storage.state import SqlChannelState, SqlDedupeStore
@@ -15,6 +16,7 @@ from bot.storage.traces import SqlTraceStore
 __all__ = [
     "DEFAULT_DATABASE_URL",
     "Database",
+    "MetricSnapshotRow",
     "SessionInfo",
     "SessionNotFound",
     "SqlAgentStore",
@@ -25,6 +27,7 @@ __all__ = [
     "SqlTraceStore",
     "StorageError",
     "StoredAgent",
+    "SuggestionRow",
     "head_revision",
     "open_database",
 ]

@@ -1,0 +1,357 @@
+"""The evolution service: review (list, approve, reject), the cycle, and its schedule.
+
+A cycle: compute every agent's metrics over ``evolution.window`` and store them as snapshots
+(older ones are pruned: the table is the rolling window); judge the applied suggestions still
+on trial (quality since the change vs the baseline: a drop above ``rollback_on_drop_pct``
+rolls the change back); then run the rules and store what they find as pending suggestions,
+within each agent's guardrails.
+
+Approving applies at once (no separate worker process: the change is one database write) and
+records the baseline; the router given to the service drops its cached agent so the next
+message sees the change. A server without that router (``loopgate evolution approve`` run
+beside it) sees it within ``agents.cache_ttl``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import uuid
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import structlog
+
+from bot.config import Config
+from bot.evolution.apply import AgentView, apply_change, revert_change, view_agent
+from bot.evolution.cycle import Cycle
+from bot.evolution.guardrails import locked_by, within_cap
+from bot.evolution.metrics import compute_metrics, memory_file_count
+from bot.evolution.records import (
+    AgentMetrics,
+    ChangeKind,
+    CycleReport,
+    Suggestion,
+    SuggestionStatus,
+    describe_change,
+)
+from bot.evolution.rules import RULES, Finding, Rule
+from bot.evolution.schedule import CycleScheduler
+from bot.evolution.store import SuggestionStore, fingerprint, history_event
+from bot.storage import Database, SqlAgentStore
+from bot.storage.models import utcnow
+
+if TYPE_CHECKING:
+    from bot.agents import AgentRouter
+
+log = structlog.get_logger(__name__)
+
+JUDGE_MIN_RUNS = 20
+"""Runs (not counting /stop-ped ones) an applied change needs after it was applied before its
+quality is compared with the baseline; until then it stays on trial ("watching")."""
+
+_ACTIVE = (SuggestionStatus.PENDING, SuggestionStatus.APPROVED, SuggestionStatus.APPLIED)
+_CLOSED = (SuggestionStatus.REJECTED, SuggestionStatus.ROLLED_BACK, SuggestionStatus.FAILED)
+
+
+class EvolutionService:
+    def __init__(
+        self,
+        db: Database,
+        config: Config,
+        router: AgentRouter | None = None,
+        *,
+        rules: tuple[Rule, ...] | None = None,
+    ) -> None:
+        self.db = db
+        self.config = config
+        self.router = router
+        self.rules = tuple(RULES) if rules is None else rules
+        self.store = SuggestionStore(db)
+        self.agents = SqlAgentStore(db)
+        self.scheduler: CycleScheduler | None = None
+        # One decision or cycle at a time in this process; other processes are kept out by
+        # the store's compare-and-set.
+        self._lock = asyncio.Lock()
+
+    @property
+    def window(self) -> timedelta:
+        return timedelta(seconds=self.config.evolution.window)
+
+    # -- schedule --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the schedule (``evolution.enabled``); call from a running event loop."""
+        if not self.config.evolution.enabled or self.scheduler is not None:
+            return
+        self.scheduler = CycleScheduler(self.config.evolution.schedule, self.run_cycle)
+        self.scheduler.start()
+
+    async def aclose(self) -> None:
+        scheduler, self.scheduler = self.scheduler, None
+        if scheduler is not None:
+            await scheduler.aclose()
+
+    # -- review ----------------------------------------------------------------------------------
+
+    async def list(
+        self, status: SuggestionStatus | None = None, agent_id: str | None = None
+    ) -> builtins.list[Suggestion]:
+        """Suggestions, newest first."""
+        return await self.store.list(status, agent_id)
+
+    async def get(self, suggestion_id: str) -> Suggestion | None:
+        return await self.store.get(suggestion_id)
+
+    async def metrics(self, agent_id: str | None = None) -> builtins.list[AgentMetrics]:
+        """Every agent's metrics over the window ending now (or one agent's)."""
+        now = utcnow()
+        return await compute_metrics(self.db, now - self.window, now, agent_id)
+
+    async def snapshots(self, agent_id: str | None = None) -> builtins.list[dict[str, object]]:
+        """The stored metric snapshots (one per agent and cycle), oldest first."""
+        return await self.store.snapshots(agent_id)
+
+    async def approve(self, suggestion_id: str, by: str) -> Suggestion:
+        """Apply the suggestion now and record the baseline. Raises ValueError (with a message
+        for the admin) when it is unknown, not pending, locked or stale. A change that fails
+        to apply is returned with status ``failed`` and the error in ``outcome``."""
+        async with self._lock:
+            suggestion = await self._pending(suggestion_id)
+            view = await view_agent(self.config, self.agents, suggestion.agent_id)
+            self._check_allowed(suggestion, view)
+            approved = await self._move(
+                suggestion,
+                SuggestionStatus.PENDING,
+                status=SuggestionStatus.APPROVED,
+                decided_by=by,
+                decided_at=utcnow(),
+                event=history_event("approved", by),
+            )
+            return await self._apply(approved, view)
+
+    async def reject(self, suggestion_id: str, by: str, reason: str = "") -> Suggestion:
+        async with self._lock:
+            suggestion = await self._pending(suggestion_id)
+            rejected = await self._move(
+                suggestion,
+                SuggestionStatus.PENDING,
+                status=SuggestionStatus.REJECTED,
+                decided_by=by,
+                decided_at=utcnow(),
+                reason=reason,
+                outcome="rejected" + (f": {reason}" if reason else ""),
+                event=history_event("rejected", by, reason),
+            )
+        log.info("evolution.rejected", suggestion_id=suggestion_id, agent_id=rejected.agent_id)
+        return rejected
+
+    async def _pending(self, suggestion_id: str) -> Suggestion:
+        suggestion = await self.store.get(suggestion_id)
+        if suggestion is None:
+            raise ValueError(f"no evolution suggestion {suggestion_id!r}")
+        if suggestion.status is not SuggestionStatus.PENDING:
+            raise ValueError(
+                f"suggestion {suggestion_id} is {suggestion.status}, not pending"
+                + (f" (decided by {suggestion.decided_by})" if suggestion.decided_by else "")
+            )
+        return suggestion
+
+    def _check_allowed(self, suggestion: Suggestion, view: AgentView) -> None:
+        """The guardrails again at approval: they may have changed since the suggestion."""
+        change = suggestion.change
+        if (name := locked_by(change, view.guardrails)) is not None:
+            raise ValueError(
+                f"{name!r} is locked for agent {view.agent_id} "
+                f"(evolution_guardrails.locked_params): suggestion {suggestion.id} can't apply"
+            )
+        if change["kind"] == ChangeKind.PARAM:
+            current = view.params.get(change["param"])
+            if current != change["from"]:
+                raise ValueError(
+                    f"{change['param']} of {view.agent_id} is {current} now, the suggestion was "
+                    f"made for {change['from']}: reject it, the next cycle suggests anew"
+                )
+            if not within_cap(change, view.guardrails):
+                raise ValueError(
+                    f"{describe_change(change)} is more than max_delta_per_cycle "
+                    f"({view.guardrails.max_delta_per_cycle:g}) allows for {view.agent_id}"
+                )
+
+    async def _move(
+        self, suggestion: Suggestion, expected: SuggestionStatus, **changes: object
+    ) -> Suggestion:
+        moved = await self.store.transition(suggestion, expected, **changes)
+        if moved is None:
+            raise ValueError(f"suggestion {suggestion.id} was changed meanwhile; look again")
+        return moved
+
+    async def _apply(self, suggestion: Suggestion, view: AgentView) -> Suggestion:
+        now, change = utcnow(), suggestion.change
+        baseline = await self._metrics_of(view.agent_id, now - self.window, now)
+        try:
+            previous = await apply_change(self.agents, view, suggestion.change)
+        except Exception as exc:
+            log.warning("evolution.apply_failed", suggestion_id=suggestion.id, error=str(exc))
+            return await self._move(
+                suggestion,
+                SuggestionStatus.APPROVED,
+                status=SuggestionStatus.FAILED,
+                outcome=f"apply failed: {exc}",
+                event=history_event("failed", None, str(exc)),
+            )
+        if self.router is not None:
+            self.router.invalidate(view.agent_id)
+        applied = await self._move(
+            suggestion,
+            SuggestionStatus.APPROVED,
+            status=SuggestionStatus.APPLIED,
+            applied_at=now,
+            baseline=baseline.as_dict(),
+            previous=previous,
+            outcome=f"watching: quality baseline {baseline.quality:.2f}",
+            event=history_event("applied", suggestion.decided_by, describe_change(change)),
+        )
+        log.info(
+            "evolution.applied",
+            suggestion_id=suggestion.id,
+            agent_id=view.agent_id,
+            rule=suggestion.rule,
+            change=describe_change(suggestion.change),
+            by=suggestion.decided_by,
+            baseline_quality=round(baseline.quality, 4),
+        )
+        return applied
+
+    async def _metrics_of(self, agent_id: str, start: datetime, end: datetime) -> AgentMetrics:
+        found = await compute_metrics(self.db, start, end, agent_id)
+        return found[0] if found else AgentMetrics(agent_id, start, end)
+
+    # -- the cycle -------------------------------------------------------------------------------
+
+    async def run_cycle(self, now: datetime | None = None) -> CycleReport:
+        """Metrics → rollback checks of applied suggestions → rules → new pending suggestions."""
+        async with self._lock:
+            return await self._cycle(now or utcnow())
+
+    async def _cycle(self, now: datetime) -> CycleReport:
+        report = await Cycle(self, now).run()
+        log.info(
+            "evolution.cycle",
+            agents=len(report.agents),
+            created=len(report.created),
+            kept=len(report.kept),
+            rolled_back=len(report.rolled_back),
+            skipped=len(report.skipped),
+            errors=len(report.errors),
+        )
+        return report
+
+    # -- used by the cycle -----------------------------------------------------------------------
+
+    async def judge(self, suggestion: Suggestion, now: datetime) -> str | None:
+        """Compare an applied suggestion's quality since it was applied with its baseline:
+        "kept", "rolled_back", or None while too few runs happened since."""
+        assert suggestion.applied_at is not None and suggestion.baseline is not None
+        since = await self._metrics_of(suggestion.agent_id, suggestion.applied_at, now)
+        judged_runs = since.runs - since.cancellations
+        if judged_runs < JUDGE_MIN_RUNS:
+            outcome = f"watching: {judged_runs} of {JUDGE_MIN_RUNS} runs since applied"
+            if outcome != suggestion.outcome:
+                await self._move(suggestion, SuggestionStatus.APPLIED, outcome=outcome)
+            return None
+        view = await view_agent(self.config, self.agents, suggestion.agent_id)
+        base = float(suggestion.baseline.get("quality", 0.0))
+        drop = (base - since.quality) / base * 100 if base > 0 else 0.0
+        limit = view.guardrails.rollback_on_drop_pct
+        figures = f"quality {since.quality:.2f} vs baseline {base:.2f}"
+        if drop <= limit:
+            await self._move(
+                suggestion,
+                SuggestionStatus.APPLIED,
+                outcome=f"kept: {figures}",
+                event=history_event("kept", None, figures),
+            )
+            log.info("evolution.kept", suggestion_id=suggestion.id, quality=since.quality)
+            return "kept"
+        assert suggestion.previous is not None
+        await revert_change(self.agents, suggestion.agent_id, suggestion.previous)
+        if self.router is not None:
+            self.router.invalidate(suggestion.agent_id)
+        outcome = f"rolled back: quality dropped {drop:.0f}% (> {limit:g}%): {figures}"
+        await self._move(
+            suggestion,
+            SuggestionStatus.APPLIED,
+            status=SuggestionStatus.ROLLED_BACK,
+            outcome=outcome,
+            event=history_event("rolled_back", None, outcome),
+        )
+        log.warning(
+            "evolution.rolled_back",
+            suggestion_id=suggestion.id,
+            agent_id=suggestion.agent_id,
+            drop_pct=round(drop, 1),
+            limit_pct=limit,
+            quality=round(since.quality, 4),
+            baseline=base,
+        )
+        return "rolled_back"
+
+    async def consider(
+        self, finding: Finding, m: AgentMetrics, view: AgentView, now: datetime
+    ) -> Suggestion | str:
+        """A new pending suggestion for the finding, or why none was made."""
+        change = finding.change
+        if (name := locked_by(change, view.guardrails)) is not None:
+            return f"{name} is locked"
+        if change["kind"] == ChangeKind.PARAM:
+            if change["to"] == change["from"]:
+                return "max_delta_per_cycle allows no step from " + str(change["from"])
+            if not within_cap(change, view.guardrails):
+                return "delta above max_delta_per_cycle"
+        for earlier in await self.store.same_change(
+            view.agent_id, fingerprint(view.agent_id, finding.rule, change)
+        ):
+            if earlier.status in _ACTIVE:
+                return f"the same change is already {earlier.status} ({earlier.id})"
+            recent = (earlier.updated_at or earlier.created_at) > now - self.window
+            if earlier.status in _CLOSED and recent:
+                return f"the same change was {earlier.status} recently ({earlier.id})"
+        evidence = {
+            **finding.evidence,
+            "runs": m.runs,
+            "data_points": m.runs,
+            "min_data_points": view.guardrails.min_data_points,
+            "window_start": m.window_start.isoformat(),
+            "window_end": m.window_end.isoformat(),
+            "quality": round(m.quality, 4),
+        }
+        suggestion = Suggestion(
+            id=uuid.uuid4().hex[:12],
+            agent_id=view.agent_id,
+            rule=finding.rule,
+            status=SuggestionStatus.PENDING,
+            evidence=evidence,
+            change=change,
+            summary=finding.summary,
+            created_at=now,
+            decided_by=None,
+            decided_at=None,
+            applied_at=None,
+            baseline=None,
+            outcome=None,
+            history=(history_event("suggested", None, describe_change(change)),),
+            updated_at=now,
+        )
+        await self.store.add(suggestion)
+        log.info(
+            "evolution.suggested",
+            suggestion_id=suggestion.id,
+            agent_id=view.agent_id,
+            rule=finding.rule,
+            change=describe_change(change),
+        )
+        return suggestion
+
+    async def memory_files(self, view: AgentView) -> int:
+        return await memory_file_count(self.db, view.workspace)
