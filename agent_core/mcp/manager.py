@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
 
 import structlog
 
-from agent_core.mcp.connection import ServerConnection
 from agent_core.mcp.servers import ServerSpec, ServerState, ServerStatus
 from agent_core.tools.base import Tool
+
+if TYPE_CHECKING:
+    from agent_core.mcp.connection import ServerConnection
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +41,12 @@ class McpManager:
         self.lazy = lazy
         self._callbacks: list[ChangeCallback] = []
         self._closed = False
+        self._servers: dict[str, ServerConnection] = {}
+        if not specs:
+            return
+        # The SDK costs ~1 s of imports and tens of MiB: only services with servers pay for it.
+        from agent_core.mcp.connection import ServerConnection
+
         self._servers = {
             spec.name: ServerConnection(
                 spec,
