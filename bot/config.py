@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 # Sections kept in their own modules are re-exported: ``from bot.config import SlackConfig``.
+from bot.admin.config import AdminConfig
 from bot.agent_config import AgentConfig as AgentConfig
 from bot.agent_config import AgentDefaults as AgentDefaults
 from bot.agent_config import AgentsConfig as AgentsConfig
@@ -191,6 +192,7 @@ class Config(StrictModel):
     mcp: McpConfig = Field(default_factory=McpConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""

@@ -79,6 +79,7 @@ def secrets_of(config: Config) -> list[str]:
         channels.zalo.token,
         channels.zalo.webhook_secret,
         config.web.token,
+        config.admin.token,
         *(provider.api_key for provider in config.providers.all().values()),
         *config.mcp.secrets(),
     ]

@@ -1,4 +1,5 @@
-"""The HTTP server: health check, the local web chat (page + WebSocket), platform webhooks.
+"""The HTTP server: health check, the local web chat (page + WebSocket), platform webhooks, and
+the operator dashboard under ``/admin`` (:mod:`bot.admin`, only with ``admin.token`` set).
 
 Every POST body is bounded (``server.max_body_bytes``, :mod:`bot.http.body_limit`); the web chat is
 open on loopback only, and needs ``web.token`` elsewhere (:mod:`bot.http.web_auth`).
@@ -14,7 +15,6 @@ from importlib import resources
 from typing import Any
 
 import structlog
-from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
@@ -23,8 +23,10 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agent_core import Event
+from bot.admin.app import admin_routes
 from bot.app import Loopgate
 from bot.http.body_limit import BodyLimit
+from bot.http.health import health_report
 from bot.http.web_auth import (
     DISABLED_PAGE,
     TokenAuth,
@@ -64,35 +66,8 @@ def create_app(
                 yield
 
     async def healthz(request: Request) -> JSONResponse:
-        inbox: dict[str, int] = {}
-        try:
-            if loopgate.inbox is not None:
-                counts = await loopgate.inbox.counts()
-                inbox = {"depth": sum(counts.values()), **counts}
-            else:
-                async with loopgate.db.engine.connect() as conn:
-                    await conn.execute(text("SELECT 1"))
-        except Exception as exc:
-            log.warning("healthz.database_failed", error=str(exc))
-            return JSONResponse({"status": "error", "database": "unreachable"}, status_code=503)
-        channels = {name: state.value for name, state in loopgate.channel_starter.states.items()}
-        # A platform outage degrades the service but is no reason for the PaaS to restart us:
-        # still 200, and the channel keeps retrying by itself. Draining is 503, so a load
-        # balancer stops sending here.
-        mcp = {status.name: status.state.value for status in loopgate.mcp.statuses()}
-        degraded = any(state != "up" for state in channels.values()) or loopgate.mcp.degraded
-        status = "draining" if loopgate.draining else "degraded" if degraded else "ok"
-        body: dict[str, Any] = {
-            "status": status,
-            "database": "ok",
-            "active_runs": loopgate.registry.active_runs,
-            "channels": channels,
-        }
-        if mcp:
-            body["mcp"] = mcp
-        if loopgate.inbox is not None:
-            body["inbox"] = inbox
-        return JSONResponse(body, status_code=503 if loopgate.draining else 200)
+        body, status = await health_report(loopgate)
+        return JSONResponse(body, status_code=status)
 
     page = resources.files("bot").joinpath("web/index.html").read_text(encoding="utf-8")
 
@@ -164,6 +139,7 @@ def create_app(
             Route("/login", login_form, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             WebSocketRoute("/ws", chat_socket),
+            *admin_routes(loopgate),  # /admin, only with admin.token set
             # POST /telegram/webhook, /slack/events, /zalo/webhook: whichever channel claims it.
             Route("/{path:path}", webhook, methods=["POST"]),
         ],

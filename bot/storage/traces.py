@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from sqlalchemy import Select, delete, insert, select
+from sqlalchemy import Select, delete, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core.tracing import Span, SpanKind, Trace
@@ -73,6 +73,16 @@ class SqlTraceStore:
         if session_key is not None:
             query = query.where(TraceRow.session_key == session_key)
         return await self._load(query)
+
+    async def get(self, trace_or_run_id: str) -> Trace | None:
+        """One trace by its id or by its run's id (a run has one trace), with its spans."""
+        query = (
+            select(TraceRow)
+            .where(or_(TraceRow.id == trace_or_run_id, TraceRow.run_id == trace_or_run_id))
+            .limit(1)
+        )
+        found = await self._load(query)
+        return found[0] if found else None
 
     async def children_of(self, trace_ids: Sequence[str]) -> list[Trace]:
         """The direct child traces of ``trace_ids`` (runs their tool calls started), oldest

@@ -1,0 +1,89 @@
+"""The ``/admin`` mount of the HTTP server (:func:`admin_routes`); when ``admin.token`` is not
+set, ``/admin`` does not exist (404 for everything under it).
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bot.admin.api import api_routes
+from bot.admin.auth import AdminSessions, LoginLimiter
+from bot.admin.context import Admin
+from bot.admin.gate import login, login_form
+from bot.admin.pages import page_routes
+from bot.admin.runs import RunTracker
+from bot.app import Loopgate
+
+# Scripts only from our own static file, no framing, no foreign form targets, nothing cached.
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k != b"cache-control"]
+                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+async def _absent(request: Request) -> Response:
+    return PlainTextResponse("Not Found", 404)
+
+
+def admin_routes(loopgate: Loopgate) -> list[BaseRoute]:
+    """``[Mount("/admin", ...)]`` when the dashboard is on, else a plain 404 for ``/admin*``
+    (not the 405 that the webhook route would answer a GET with)."""
+    config = loopgate.config.admin
+    if not config.token:
+        return [
+            Route("/admin{rest:path}", _absent, methods=["GET", "HEAD", "POST", "PUT", "DELETE"])
+        ]
+    admin = Admin(
+        loopgate=loopgate,
+        sessions=AdminSessions(config.token, max_age=config.session_max_age),
+        limiter=LoginLimiter(),
+        tracker=RunTracker(loopgate),
+    )
+
+    async def show_login(request: Request) -> Response:
+        return await login_form(admin, request)
+
+    async def do_login(request: Request) -> Response:
+        return await login(admin, request)
+
+    app = Starlette(
+        routes=[
+            Route("/login", show_login, methods=["GET"]),
+            Route("/login", do_login, methods=["POST"]),
+            *api_routes(admin),
+            *page_routes(admin),
+        ],
+        middleware=[Middleware(SecurityHeaders)],
+    )
+    return [Mount("/admin", app=app)]

@@ -1,0 +1,203 @@
+"""The dashboard's pages and forms over HTTP with a login session, suggestions review, and the
+live-runs event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.admin.runs import RunTracker, chat_of
+from bot.admin.stream import event_stream
+from bot.app import Loopgate
+from bot.storage import SqlAgentStore
+from channels import ChatRef, ChatType
+from tests.admin_support import (
+    BEARER,
+    admin_config,
+    client_of,
+    csrf_of,
+    log_in,
+    seed_suggestion,
+)
+from tests.conftest import ChatDriver
+from tests.fakes.llm_server import FakeLLM, call, delay, text, tool_calls
+
+KEY = "agent:main:web:direct:dm-alice"
+
+
+@pytest.fixture
+async def admin_app(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Loopgate]:
+    async with Loopgate(admin_config(tmp_path, llm)) as started:
+        yield started
+
+
+@pytest.fixture
+async def browser(admin_app: Loopgate) -> AsyncIterator[httpx.AsyncClient]:
+    """A client signed in through the login form, like a browser."""
+    async for client in client_of(admin_app):
+        assert (await log_in(client)).status_code == 303
+        yield client
+
+
+@pytest.fixture
+def chat(admin_app: Loopgate) -> ChatDriver:
+    return ChatDriver(admin_app, ChatRef("web", "dm-alice", ChatType.DIRECT))
+
+
+async def csrf(client: httpx.AsyncClient) -> str:
+    return csrf_of((await client.get("/admin/runs")).text)
+
+
+class TestPages:
+    async def test_every_page_renders(
+        self, browser: httpx.AsyncClient, chat: ChatDriver, llm: FakeLLM
+    ) -> None:
+        llm.script(tool_calls(call("list_files", {})), text("<b>done</b>"))
+        await chat.ask("<script>alert(1)</script>")
+        trace = (await browser.get("/admin/api/traces?last=1")).json()["traces"][0]
+        pages = {
+            "/admin/": "Live runs",
+            "/admin/sessions": KEY,
+            f"/admin/sessions/{KEY}": "&lt;script&gt;alert(1)&lt;/script&gt;",
+            "/admin/traces": trace["id"],
+            f"/admin/traces/{trace['id']}": "list_files",
+            "/admin/channels": "Every message was answered",
+            "/admin/agents": "main",
+            "/admin/agents/main": "Edit the stored copy",
+            "/admin/suggestions": "No suggestion",
+        }
+        for path, expected in pages.items():
+            page = await browser.get(path)
+            assert page.status_code == 200, (path, page.text)
+            assert expected in page.text, path
+            assert "<script>alert" not in page.text
+        assert (await browser.get("/admin/traces/nope")).status_code == 404
+        assert (await browser.get("/admin/sessions/nope")).status_code == 404
+        assert (
+            (await browser.get("/admin/static/admin.js"))
+            .headers["content-type"]
+            .startswith("text/javascript")
+        )
+
+    async def test_trace_tree_nests_spans(
+        self, browser: httpx.AsyncClient, chat: ChatDriver, llm: FakeLLM
+    ) -> None:
+        llm.script(tool_calls(call("read_file", {"path": "missing.txt"})), text("no file"))
+        await chat.ask("read it")
+        trace = (await browser.get("/admin/api/traces?last=1")).json()["traces"][0]
+        tree = (await browser.get(f"/admin/api/traces/{trace['id']}")).json()
+        kinds = [(s["kind"], s["name"], s["error"]) for s in tree["spans"][0]["spans"]]
+        assert ("tool", "read_file", True) in kinds and kinds[0][0] == "llm"
+        page = (await browser.get(f"/admin/traces/{trace['id']}")).text
+        assert "span-error" in page and "read_file" in page
+
+    async def test_edit_an_agent_with_the_form(
+        self, admin_app: Loopgate, browser: httpx.AsyncClient
+    ) -> None:
+        token = await csrf(browser)
+        form = {
+            "csrf_token": token,
+            "provider": "openai",
+            "model": "m2",
+            "max_iterations": "7",
+            "system_prompt": "",
+        }
+        saved = await browser.post("/admin/agents/helper", data=form)
+        assert saved.status_code == 303 and saved.headers["location"].endswith("?ok=Saved.")
+        stored = await SqlAgentStore(admin_app.db).get("helper")
+        assert stored is not None
+        assert (stored.agent.model, stored.agent.max_iterations) == ("m2", 7)
+        assert stored.agent.system_prompt is None
+        bad = await browser.post("/admin/agents/helper", data={**form, "max_iterations": "x"})
+        assert bad.status_code == 400 and "a whole number" in bad.text
+        opened = await browser.get("/admin/agents?open=helper")
+        assert opened.headers["location"] == "/admin/agents/helper"
+        deleted = await browser.post("/admin/agents/helper/delete", data={"csrf_token": token})
+        assert deleted.status_code == 303
+        assert await SqlAgentStore(admin_app.db).get("helper") is None
+
+
+class TestSuggestions:
+    async def test_approve_with_the_form_applies_it(
+        self, admin_app: Loopgate, browser: httpx.AsyncClient
+    ) -> None:
+        suggestion = await seed_suggestion(admin_app)
+        page = await browser.get("/admin/suggestions?status=pending")
+        assert suggestion.summary in page.text and "max_iterations 20 → 22" in page.text
+        approved = await browser.post(
+            f"/admin/suggestions/{suggestion.id}/approve", data={"csrf_token": await csrf(browser)}
+        )
+        assert approved.status_code == 303
+        assert "now+applied" in approved.headers["location"]
+        stored = await SqlAgentStore(admin_app.db).get("main")
+        assert stored is not None and stored.agent.max_iterations == 22
+        decided = (await browser.get(f"/admin/api/suggestions/{suggestion.id}")).json()
+        assert decided["status"] == "applied" and decided["decided_by"] == "admin (session)"
+        assert decided["baseline"] is not None
+
+    async def test_api_reject_and_conflicts(
+        self, admin_app: Loopgate, browser: httpx.AsyncClient
+    ) -> None:
+        suggestion = await seed_suggestion(admin_app)
+        url = f"/admin/api/suggestions/{suggestion.id}"
+        rejected = await browser.post(f"{url}/reject", headers=BEARER, json={"reason": "not now"})
+        assert rejected.status_code == 200
+        assert (rejected.json()["status"], rejected.json()["reason"]) == ("rejected", "not now")
+        again = await browser.post(f"{url}/approve", headers=BEARER)
+        assert again.status_code == 409
+        missing = await browser.post("/admin/api/suggestions/nope/approve", headers=BEARER)
+        assert missing.status_code == 404
+        listed = await browser.get("/admin/api/suggestions?status=rejected", headers=BEARER)
+        assert [s["id"] for s in listed.json()["suggestions"]] == [suggestion.id]
+        assert (await browser.get("/admin/api/suggestions?status=odd")).status_code == 400
+        metrics = await browser.get("/admin/api/metrics", headers=BEARER)
+        assert metrics.status_code == 200 and "metrics" in metrics.json()
+
+
+class TestLive:
+    async def test_stream_sends_the_runs_and_their_events(
+        self, admin_app: Loopgate, chat: ChatDriver, llm: FakeLLM
+    ) -> None:
+        tracker = RunTracker(admin_app)
+        stream = event_stream(admin_app, tracker)
+        assert await anext(stream) == "retry: 2000\n\n"
+        first = await anext(stream)  # the (empty) table
+        assert first == "event: runs\ndata: []\n\n"
+        llm.script(tool_calls(call("list_files", {})), delay(30, text("late")))
+        done = await chat.send("work")
+        assert done is not None
+        seen: list[tuple[str, object]] = []
+
+        async def until_tool_shown() -> None:
+            async for message in stream:
+                kind, data = message.split("\n", 1)
+                if kind.startswith("event:"):
+                    payload = json.loads(data.removeprefix("data: "))
+                    seen.append((kind.removeprefix("event: "), payload))
+                    if kind == "event: run" and payload["type"] == "tool.call":
+                        return
+
+        await asyncio.wait_for(until_tool_shown(), 10)
+        runs = [data for kind, data in seen if kind == "runs" and data]
+        assert runs and runs[0][0]["chat_id"] == "dm-alice"  # type: ignore[index]
+        types = [data["type"] for kind, data in seen if kind == "run"]  # type: ignore[index]
+        assert types[0] == "run.started" and types[-1] == "tool.call"
+        run_id = runs[0][0]["run_id"]  # type: ignore[index]
+        await chat.wait_for(lambda: tracker.runs()[0]["current_tool"] is None)
+        assert await tracker.stop(run_id, by="test")
+        await asyncio.wait_for(done, 5)
+        await stream.aclose()
+        tracker.close()
+        assert tracker.runs() == []
+
+    def test_chat_of_a_session_key(self) -> None:
+        assert chat_of("agent:main:telegram:group:-100:topic:7") == ChatRef(
+            "telegram", "-100", ChatType.GROUP, "7"
+        )
+        assert chat_of("agent:main:web:direct:a:b") == ChatRef("web", "a:b", ChatType.DIRECT)
+        assert chat_of("nonsense") is None
