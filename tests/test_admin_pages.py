@@ -78,6 +78,8 @@ class TestPages:
             assert "<script>alert" not in page.text
         assert (await browser.get("/admin/traces/nope")).status_code == 404
         assert (await browser.get("/admin/sessions/nope")).status_code == 404
+        missing = await browser.get("/admin/api/nope")
+        assert missing.status_code == 404 and missing.json() == {"error": "no such endpoint"}
         assert (
             (await browser.get("/admin/static/admin.js"))
             .headers["content-type"]

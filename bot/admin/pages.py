@@ -14,8 +14,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.admin import agent_edit, queries, suggestions
-from bot.admin.context import Admin, Who, form_fields, prefix
-from bot.admin.gate import Handler, guard, logout
+from bot.admin.context import Admin, Who, form_fields, json_response, prefix
+from bot.admin.gate import Handler, guard, is_api, logout
 from bot.cli.agents import SETTABLE
 
 STATIC_TYPES = {"admin.js": "text/javascript", "admin.css": "text/css"}
@@ -149,6 +149,8 @@ def page_routes(admin: Admin) -> list[BaseRoute]:
         return Response(body, media_type=STATIC_TYPES[name])
 
     async def not_found(request: Request, who: Who) -> Response:
+        if is_api(request):
+            return json_response({"error": "no such endpoint"}, 404)
         return admin.render(request, "error.html", who, status=404, message="No such page.")
 
     async def sign_out(request: Request, who: Who) -> Response:

@@ -68,10 +68,13 @@ class RunTracker:
         elif event.type is EventType.TOOL_RESULT:
             seen.tools.pop(str(event.payload.get("id", "")), None)
         elif event.type in (EventType.RUN_COMPLETED, EventType.RUN_FAILED):
-            self._seen.pop(event.run_id, None)
+            # Still registered while the answer is sent; forgotten once unregistered.
+            seen.tools.clear()
+            seen.phase = "delivering"
 
     def _forget_ended(self) -> None:
-        # A cancelled run publishes no end event: forget it once the registry has let it go.
+        # Runs end in the registry (a cancelled one publishes no end event): forget them once
+        # it has let them go and their last events are surely in.
         active = set(self._registered())
         horizon = time.monotonic() - FORGET_AFTER
         for run_id in [r for r, s in self._seen.items() if r not in active]:

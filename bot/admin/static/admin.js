@@ -39,7 +39,13 @@
       const code = document.createElement("code");
       code.textContent = run.run_id.slice(0, 12);
       link.append(code);
-      row.insertCell().append(link);
+      const runCell = row.insertCell();
+      runCell.append(link);
+      if (run.parent_run_id) {
+        const child = document.createElement("small");
+        child.textContent = " (child of " + run.parent_run_id.slice(0, 12) + ")";
+        runCell.append(child);
+      }
       const form = document.createElement("form");
       form.method = "post";
       form.action = prefix + "/runs/" + encodeURIComponent(run.run_id) + "/stop";
@@ -68,8 +74,8 @@
   }
 
   const source = new EventSource(state.dataset.liveUrl);
-  source.addEventListener("open", () => { state.textContent = "(live)"; });
-  source.addEventListener("error", () => { state.textContent = "(reconnecting…)"; });
+  source.addEventListener("open", () => { state.textContent = "on"; });
+  source.addEventListener("error", () => { state.textContent = "reconnecting…"; });
   source.addEventListener("runs", (message) => render(JSON.parse(message.data)));
   source.addEventListener("run", (message) => note(JSON.parse(message.data)));
   setInterval(() => {
