@@ -1,0 +1,361 @@
+"""Cost per reply as a user deploys it: ``loopgate serve`` in its own process.
+
+Telegram polling against the fake Bot API server and an OpenAI-compatible fake LLM that answers
+instantly (both from tests/fakes, over real HTTP on 127.0.0.1, in this process), send pacing off
+(``rate_limit: off``), SQLite, everything else default except ``bot.sender_rate_limit: off``
+(50 messages from one user would otherwise be refused by design after the first 5).
+
+- latency: sequential DMs in one chat, from ``getUpdates`` handing the update out to the reply's
+  ``sendMessage`` reaching the fake (p50/p95/p99);
+- throughput: N chats at once, each sending its DMs one after the other (the next once the
+  previous is answered), replies/s;
+- CPU seconds per reply (user + system, from /proc) and peak RSS (VmHWM) of the server's
+  process tree.
+
+    python benchmarks/serve.py [--latency 50] [--chats 200] [--per-chat 5] [--out result.json]
+    python benchmarks/serve.py --profile serve.prof     # + cProfile of the throughput phase
+    python benchmarks/serve.py --show-profile serve.prof 1000 35.0   # its tables again, scaled
+
+Prints a table and one JSON line; ``--out`` also writes the JSON (for check_regression.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from tests.fakes.llm_server import FakeLLM  # noqa: E402
+from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
+from tests.service_support import clean_env, free_port  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+LATENCY_USER = 42
+WARMUP_USER = 7
+
+
+class BenchTelegram(FakeTelegram):
+    """The fake Bot API, noting when each update is handed out and when each reply arrives,
+    with a future per chat instead of the fake's condition scans (which cost O(calls) each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed_out: dict[int, float] = {}
+        self.waiting: dict[int, tuple[str, asyncio.Future[float]]] = {}
+
+    async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
+        result = await super()._m_getUpdates(params)
+        now = time.monotonic()
+        for update in result:
+            self.handed_out.setdefault(update["update_id"], now)
+        return result
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
+        result = await super()._m_sendMessage(params)
+        waiter = self.waiting.get(int(params["chat_id"]))
+        if waiter is not None and waiter[0] in params.get("text", "") and not waiter[1].done():
+            waiter[1].set_result(time.monotonic())
+        return result
+
+    async def ask(self, user_id: int, text: str) -> float:
+        """Send ``text`` as a DM from ``user_id``; the ms from hand-out to the reply."""
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.waiting[user_id] = (f"echo: {text}", future)
+        update_id = self.push(self.private_message(text, user_id=user_id))
+        async with asyncio.timeout(300):
+            replied = await future
+        del self.waiting[user_id]
+        return (replied - self.handed_out[update_id]) * 1000
+
+
+# -- the server process ----------------------------------------------------------------------
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            tree.setdefault(ppid, []).append(int(entry.name))
+    return tree
+
+
+def process_tree(root: int) -> list[int]:
+    tree = _children()
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        todo.extend(tree.get(pid, []))
+    return pids
+
+
+def cpu_seconds(root: int) -> float:
+    """User + system CPU of the process tree (children already reaped included)."""
+    total = 0
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+    return total / TICKS
+
+
+def peak_rss_mib(root: int) -> float:
+    total = 0
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+    return total / 1024
+
+
+def write_config(workdir: Path, llm: FakeLLM, tg: FakeTelegram) -> Path:
+    config = {
+        "providers": {"openai": {"base_url": llm.base_url, "model": "fake-model"}},
+        "channels": {
+            "telegram": {
+                "enabled": True,
+                "token": tg.token,
+                "api_base_url": tg.base_url,
+                "rate_limit": "off",
+            }
+        },
+        "bot": {"sender_rate_limit": "off"},
+    }
+    path = workdir / "config.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+async def start_serve(
+    workdir: Path, config: Path, profile: Path | None
+) -> tuple[asyncio.subprocess.Process, Any]:
+    port = free_port()
+    env = clean_env(workdir)
+    env["PYTHONPATH"] = str(ROOT)
+    command = [sys.executable, "-m", "bot"]
+    if profile is not None:
+        env["LOOPGATE_PROFILE_OUT"] = str(profile)
+        command = [sys.executable, str(ROOT / "benchmarks" / "profiled_serve.py")]
+    log = (workdir / "serve.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        *command, "serve", "--config", str(config), "--port", str(port),
+        cwd=workdir, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=log,
+    )  # fmt: skip
+    async with httpx.AsyncClient() as client:
+        for _ in range(300):
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
+                    return proc, log
+            if proc.returncode is not None:
+                break
+            await asyncio.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"loopgate serve did not start; see {workdir / 'serve.log'}")
+
+
+# -- the measurements ------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q * len(ordered)) - 1))]
+
+
+@dataclass
+class Result:
+    latencies: list[float] = field(default_factory=list)
+    latency_cpu: float = 0.0
+    replies: int = 0
+    seconds: float = 0.0
+    cpu: float = 0.0
+    rss: float = 0.0
+    startup_rss: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "latency_ms": {
+                "p50": round(pct(self.latencies, 0.50), 2),
+                "p95": round(pct(self.latencies, 0.95), 2),
+                "p99": round(pct(self.latencies, 0.99), 2),
+            },
+            "latency_cpu_ms_per_reply": round(self.latency_cpu * 1000 / len(self.latencies), 2),
+            "throughput_rps": round(self.replies / self.seconds, 1),
+            "cpu_ms_per_reply": round(self.cpu * 1000 / self.replies, 2),
+            "peak_rss_mib": round(self.rss, 1),
+            "startup_rss_mib": round(self.startup_rss, 1),
+            "replies": self.replies + len(self.latencies),
+        }
+
+
+async def run(args: argparse.Namespace, workdir: Path) -> Result:
+    result = Result()
+    async with FakeLLM() as llm, BenchTelegram() as tg:
+        config = write_config(workdir, llm, tg)
+        proc, log = await start_serve(workdir, config, args.profile)
+        try:
+            pid = proc.pid
+            result.startup_rss = peak_rss_mib(pid)
+            for n in range(args.warmup):
+                await tg.ask(WARMUP_USER, f"warm {n}")
+            cpu0 = cpu_seconds(pid)
+            for n in range(args.latency):
+                result.latencies.append(await tg.ask(LATENCY_USER, f"m{n}"))
+            result.latency_cpu = cpu_seconds(pid) - cpu0
+
+            async def conversation(user_id: int) -> None:
+                for n in range(args.per_chat):
+                    await tg.ask(user_id, f"c{user_id} m{n}")
+
+            if args.profile is not None:
+                os.kill(pid, signal.SIGUSR1)
+            cpu0, t0 = cpu_seconds(pid), time.monotonic()
+            await asyncio.gather(*(conversation(100_000 + c) for c in range(args.chats)))
+            result.seconds = time.monotonic() - t0
+            result.cpu = cpu_seconds(pid) - cpu0
+            result.replies = args.chats * args.per_chat
+            result.rss = peak_rss_mib(pid)
+            if args.profile is not None:
+                os.kill(pid, signal.SIGUSR2)
+                for _ in range(600):
+                    if args.profile.exists():
+                        break
+                    await asyncio.sleep(0.1)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+            log.close()
+    return result
+
+
+def print_table(data: dict[str, Any], args: argparse.Namespace) -> None:
+    lat = data["latency_ms"]
+    rows = [
+        (f"latency p50 / p95 / p99 ({args.latency} DMs)", f"{lat['p50']} / {lat['p95']} / "
+         f"{lat['p99']} ms"),
+        ("CPU per reply, sequential", f"{data['latency_cpu_ms_per_reply']} ms"),
+        (f"throughput ({args.chats} chats x {args.per_chat})",
+         f"{data['throughput_rps']} replies/s"),
+        ("CPU per reply, throughput", f"{data['cpu_ms_per_reply']} ms"),
+        ("peak RSS (VmHWM) / after start-up", f"{data['peak_rss_mib']} / "
+         f"{data['startup_rss_mib']} MiB"),
+    ]  # fmt: skip
+    width = max(len(name) for name, _ in rows) + 2
+    for name, value in rows:
+        print(f"{name:<{width}}{value}")
+
+
+def print_profile(path: Path, replies: int, cpu_ms: float) -> None:
+    """Where each millisecond goes: own time per package, as a share of the profile and that
+    share of ``cpu_ms`` (cProfile slows Python code down, so scale to an unprofiled run's)."""
+    import pstats
+
+    stats = pstats.Stats(str(path))
+    buckets: dict[str, float] = {}
+    for (filename, _, name), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        buckets[bucket(filename, name)] = buckets.get(bucket(filename, name), 0.0) + tottime
+    total = sum(buckets.values())
+    print(f"\nprofile: {total * 1000 / replies:.1f} ms/reply under cProfile; scaled to {cpu_ms} ms")
+    print(f"{'where (own time)':<34}{'share':>7}{'ms/reply':>10}")
+    for name, seconds in sorted(buckets.items(), key=lambda kv: -kv[1])[:25]:
+        share = seconds / total
+        print(f"{name:<34}{share:>7.1%}{share * cpu_ms:>10.2f}")
+    print("\ntop functions by cumulative time (project code):")
+    stats.sort_stats("cumulative")
+    for func in stats.fcn_list[:400]:  # type: ignore[attr-defined]
+        filename, line, name = func
+        if not any(f"/{p}/" in filename for p in ("bot", "channels", "agent_core")):
+            continue
+        if "site-packages" in filename:
+            continue
+        _, calls, _, cumtime, _ = stats.stats[func]  # type: ignore[attr-defined]
+        where = filename.split(str(ROOT) + "/")[-1]
+        print(
+            f"{cumtime * 1000 / replies:>8.2f} ms  {calls / replies:>6.1f}x  {where}:{line} {name}"
+        )
+
+
+def bucket(filename: str, name: str) -> str:
+    if filename == "~":
+        return "C builtins (" + name.split(" of ")[-1].strip("}>'").split(".")[0] + ")"
+    if "site-packages/" in filename:
+        return filename.split("site-packages/")[1].split("/")[0].removesuffix(".py")
+    if filename.startswith(str(ROOT)):
+        parts = filename[len(str(ROOT)) + 1 :].split("/")
+        return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+    parts = filename.split("/")
+    if len(parts) < 2:
+        return filename  # <frozen ...>, <string>
+    return "stdlib " + (parts[-2] if parts[-2] not in ("lib", "python3.11") else parts[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--latency", type=int, default=50, help="sequential DMs (default 50)")
+    parser.add_argument("--chats", type=int, default=200, help="chats at once (default 200)")
+    parser.add_argument("--per-chat", type=int, default=5, help="DMs per chat (default 5)")
+    parser.add_argument("--warmup", type=int, default=10, help="DMs before measuring")
+    parser.add_argument("--out", type=Path, help="also write the JSON result here")
+    parser.add_argument("--profile", type=Path, help="cProfile the throughput phase to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (log, database)")
+    parser.add_argument(
+        "--show-profile",
+        nargs=3,
+        metavar=("FILE", "REPLIES", "CPU_MS"),
+        help="only print an earlier --profile FILE's tables, scaled to an unprofiled CPU_MS",
+    )
+    args = parser.parse_args()
+    if args.show_profile:
+        path, replies, cpu_ms = args.show_profile
+        print_profile(Path(path), int(replies), float(cpu_ms))
+        return
+    if args.profile is not None:
+        args.profile = args.profile.resolve()
+        args.profile.unlink(missing_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="loopgate-serve-"))
+    try:
+        result = asyncio.run(run(args, workdir))
+    finally:
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"work dir: {workdir}", file=sys.stderr)
+    data = result.as_json()
+    print_table(data, args)
+    if args.profile is not None:
+        print_profile(args.profile, result.replies, data["cpu_ms_per_reply"])
+    line = json.dumps(data)
+    print(line)
+    if args.out is not None:
+        args.out.write_text(line + "\n")
+
+
+if __name__ == "__main__":
+    main()
