@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Row, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core.messages import Message, SessionHistory, ToolCall, Usage
@@ -17,6 +17,22 @@ from bot.storage.errors import SessionNotFound
 from bot.storage.models import MessageRow, SessionRow, SummaryRow, utcnow
 
 log = structlog.get_logger(__name__)
+
+_SUMMARY = select(SessionRow.summary).where(SessionRow.key == bindparam("key"))
+_HISTORY = (
+    select(
+        MessageRow.role,
+        MessageRow.content,
+        MessageRow.tool_calls,
+        MessageRow.tool_call_id,
+        MessageRow.name,
+    )
+    .where(MessageRow.session_key == bindparam("key"))
+    .order_by(MessageRow.id)
+)
+_INSERT_MESSAGE = insert(MessageRow)
+if TYPE_CHECKING:
+    _HistoryRow = Row[str, str, list[dict[str, str]] | None, str | None, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +57,10 @@ class SqlSessionStore:
         self._db = db
 
     async def load_history(self, session_key: str) -> SessionHistory:
-        async with self._db.sessionmaker() as s:
-            summary = await s.scalar(
-                select(SessionRow.summary).where(SessionRow.key == session_key)
-            )
-            rows = await s.scalars(
-                select(MessageRow)
-                .where(MessageRow.session_key == session_key)
-                .order_by(MessageRow.id)
-            )
+        # Columns through a plain connection, not ORM objects: read before every run.
+        async with self._db.engine.connect() as conn:
+            summary = await conn.scalar(_SUMMARY, {"key": session_key})
+            rows = await conn.execute(_HISTORY, {"key": session_key})
             return SessionHistory(messages=[_to_message(r) for r in rows], summary=summary)
 
     async def append_run(
@@ -97,10 +108,10 @@ class SqlSessionStore:
             },
         )
         rows = [_to_row(session_key, run_id, m, now) for m in messages]
-        async with self._db.write() as s:
-            await s.execute(upsert)
+        async with self._db.write_connection() as conn:
+            await conn.execute(upsert)
             if rows:
-                await s.execute(insert(MessageRow), rows)
+                await conn.execute(_INSERT_MESSAGE, rows)
         log.debug("storage.run_appended", session_key=session_key, run_id=run_id, count=len(rows))
 
     async def get_session(self, session_key: str) -> SessionInfo | None:
@@ -203,12 +214,12 @@ def _to_row(session_key: str, run_id: str, message: Message, now: datetime) -> d
     }
 
 
-def _to_message(row: MessageRow) -> Message:
+def _to_message(row: _HistoryRow) -> Message:
     calls = tuple(
         ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in row.tool_calls or ()
     )
     return Message(
-        role=row.role,  # type: ignore[arg-type]  # the CHECK constraint guarantees a Role
+        role=row.role,  # the CHECK constraint guarantees a Role
         content=row.content,
         tool_calls=calls,
         tool_call_id=row.tool_call_id,

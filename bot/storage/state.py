@@ -41,8 +41,8 @@ class SqlChannelState:
             index_elements=[ChannelStateRow.channel, ChannelStateRow.key],
             set_={"value": stmt.excluded.value, "updated_at": now},
         )
-        async with self._db.write() as s:
-            await s.execute(stmt)
+        async with self._db.write_connection() as conn:
+            await conn.execute(stmt)
 
 
 class SqlDedupeStore:
@@ -63,9 +63,9 @@ class SqlDedupeStore:
             .on_conflict_do_nothing(index_elements=[ProcessedMessageRow.key])
         )
         # Urgent: commands and adapters' update keys are recorded before the platform's ack.
-        async with self._db.write(urgent=True) as s:
-            result = await s.execute(stmt)
-        inserted: int = result.rowcount  # type: ignore[attr-defined]
+        async with self._db.write_connection(urgent=True) as conn:
+            result = await conn.execute(stmt)
+        inserted: int = result.rowcount
         return inserted == 0
 
     async def forget(self, key: str) -> None:
