@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from sqlalchemy import Select, delete, insert, or_, select
+from sqlalchemy import Select, bindparam, delete, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core.tracing import Span, SpanKind, Trace
@@ -21,6 +21,11 @@ from bot.storage.db import Database
 from bot.storage.models import SpanRow, TraceRow
 
 log = structlog.get_logger(__name__)
+
+_DELETE_SPANS = delete(SpanRow).where(SpanRow.trace_id == bindparam("trace_id"))
+_DELETE_TRACE = delete(TraceRow).where(TraceRow.id == bindparam("trace_id"))
+_INSERT_TRACE = insert(TraceRow)
+_INSERT_SPAN = insert(SpanRow)
 
 
 class SqlTraceStore:
@@ -32,31 +37,31 @@ class SqlTraceStore:
     async def save_trace(self, trace: Trace) -> None:
         """Write the trace and all its spans in one transaction, replacing an earlier save."""
         preview = trace.root.attributes.get("input_preview") if trace.spans else None
-        row = TraceRow(
-            id=trace.id,
-            run_id=trace.run_id,
-            session_key=trace.session_key,
-            agent_id=trace.agent_id,
-            status=trace.status,
-            started_at=trace.started_at,
-            ended_at=trace.ended_at,
-            input_tokens=trace.input_tokens,
-            output_tokens=trace.output_tokens,
-            error=_stored(trace.error) if trace.error is not None else None,
-            output_preview=_stored(trace.output_preview),
-            input_preview=_stored(str(preview)) if preview is not None else None,
-            parent_trace_id=trace.parent_trace_id,
-            parent_span_id=trace.parent_span_id,
-        )
+        row = {
+            "id": trace.id,
+            "run_id": trace.run_id,
+            "session_key": trace.session_key,
+            "agent_id": trace.agent_id,
+            "status": trace.status,
+            "started_at": trace.started_at,
+            "ended_at": trace.ended_at,
+            "input_tokens": trace.input_tokens,
+            "output_tokens": trace.output_tokens,
+            "error": _stored(trace.error) if trace.error is not None else None,
+            "output_preview": _stored(trace.output_preview),
+            "input_preview": _stored(str(preview)) if preview is not None else None,
+            "parent_trace_id": trace.parent_trace_id,
+            "parent_span_id": trace.parent_span_id,
+        }
         spans = [_span_row(trace.id, i, span) for i, span in enumerate(trace.spans)]
-        async with self._db.write() as s:
+        # Core statements built once, not an ORM unit of work per run: this is on every reply.
+        async with self._db.write_connection() as conn:
             # Saving twice (e.g. a retry after a timeout) must not fail on the primary key.
-            await s.execute(delete(SpanRow).where(SpanRow.trace_id == trace.id))
-            await s.execute(delete(TraceRow).where(TraceRow.id == trace.id))
-            s.add(row)
-            await s.flush()  # the trace row must exist before its spans reference it
+            await conn.execute(_DELETE_SPANS, {"trace_id": trace.id})
+            await conn.execute(_DELETE_TRACE, {"trace_id": trace.id})
+            await conn.execute(_INSERT_TRACE, row)  # before the spans that reference it
             if spans:
-                await s.execute(insert(SpanRow), spans)
+                await conn.execute(_INSERT_SPAN, spans)
         log.debug("storage.trace_saved", trace_id=trace.id, spans=len(spans))
 
     async def recent_traces(
