@@ -156,7 +156,7 @@ class Gateway:
             if job.inbox_id is None:
                 log.info("inbound.duplicate", key=msg.dedupe_key)
                 return None
-        await job.reactions.received()
+        job.reactions.received_soon()  # overlaps the turn's start (history, prompt, model)
         self.bursts.submit(job)
         return job
 

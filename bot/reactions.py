@@ -55,10 +55,29 @@ class StatusReactions:
         self._flush: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._finished = False
+        self._receipt: asyncio.Task[None] | None = None
 
     async def received(self) -> None:
         if self.enabled:
             await self._show(EMOJI[ReactionState.RECEIVED])
+
+    def received_soon(self) -> None:
+        """👀 in the background: the run starts meanwhile instead of after its round-trip.
+        :meth:`receipt_shown` waits for it (before the answer goes out), :meth:`finish` too."""
+        if self.enabled and self._receipt is None:
+            self._receipt = asyncio.create_task(self.received(), name="reaction:received")
+
+    async def receipt_shown(self) -> None:
+        """Wait for :meth:`received_soon`'s 👀, so it never lands after the answer."""
+        receipt = self._receipt
+        if receipt is None or receipt.done():
+            return
+        try:
+            # shield: a /stop cancelling the turn must not cut the reaction's request in half.
+            await asyncio.shield(receipt)
+        except asyncio.CancelledError:
+            if not receipt.cancelled():
+                raise  # we were cancelled, not the receipt (which only a shutdown cancels)
 
     async def recover(self) -> None:
         """Replace whatever status an earlier process left on the message by 👀.
@@ -94,6 +113,7 @@ class StatusReactions:
         if not self.enabled or self._finished:
             return
         self._finished = True
+        await self.receipt_shown()  # its 👀 is shown before being cleared
         if self._flush is not None and not self._flush.done():
             self._flush.cancel()
             with suppress(asyncio.CancelledError):

@@ -191,8 +191,10 @@ class TurnRunner:
         result: RunResult,
         streamed: StreamedReply | None = None,
     ) -> tuple[InboxState, str | None]:
-        # Typing stops before the first message goes out, never after it.
+        # Typing stops before the first message goes out, never after it; the receipt's 👀
+        # was shown before it.
         await typing.stop()
+        await job.reactions.receipt_shown()
         if streamed is not None:
             sent = await self._finish_stream(job, streamed, result)
             if sent is not None:
