@@ -147,7 +147,7 @@ def write_config(workdir: Path, llm: FakeLLM, tg: FakeTelegram) -> Path:
 
 
 async def start_serve(
-    workdir: Path, config: Path, profile: Path | None
+    workdir: Path, config: Path, profile: Path | None, sample: bool = False
 ) -> tuple[asyncio.subprocess.Process, Any]:
     port = free_port()
     env = clean_env(workdir)
@@ -155,6 +155,8 @@ async def start_serve(
     command = [sys.executable, "-m", "bot"]
     if profile is not None:
         env["LOOPGATE_PROFILE_OUT"] = str(profile)
+        if sample:
+            env["LOOPGATE_PROFILE_SAMPLE"] = "1"
         command = [sys.executable, str(ROOT / "benchmarks" / "profiled_serve.py")]
     log = (workdir / "serve.log").open("wb")
     proc = await asyncio.create_subprocess_exec(
@@ -212,7 +214,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
     result = Result()
     async with FakeLLM() as llm, BenchTelegram() as tg:
         config = write_config(workdir, llm, tg)
-        proc, log = await start_serve(workdir, config, args.profile)
+        proc, log = await start_serve(workdir, config, args.profile, args.sample)
         try:
             pid = proc.pid
             result.startup_rss = peak_rss_mib(pid)
@@ -298,6 +300,38 @@ def print_profile(path: Path, replies: int, cpu_ms: float) -> None:
         )
 
 
+def print_samples(path: Path, replies: int, cpu_ms: float) -> None:
+    """The sampler's view: busy samples (the main thread not waiting in epoll) by the package
+    of the innermost frame, then by project function anywhere on the stack, as shares of the
+    busy samples and those shares of ``cpu_ms``."""
+    stacks: list[tuple[list[str], int]] = []
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if frames[-1].endswith("selectors.py:select"):
+            continue  # idle: the event loop waits for I/O
+        stacks.append((frames, int(count)))
+    busy = sum(count for _, count in stacks) or 1
+    leaf: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    for frames, count in stacks:
+        filename, _, name = frames[-1].rpartition(":")
+        where = bucket(filename, name)
+        leaf[where] = leaf.get(where, 0) + count
+        for frame in set(frames):
+            filename, _, name = frame.rpartition(":")
+            if filename.startswith(str(ROOT)) and "/.venv/" not in filename:
+                key = f"{filename[len(str(ROOT)) + 1 :]}:{name}"
+                inclusive[key] = inclusive.get(key, 0) + count
+    print(f"\nsampled: {busy} busy samples; shares scaled to {cpu_ms} ms/reply")
+    print(f"{'where (innermost frame)':<34}{'share':>7}{'ms/reply':>10}")
+    for name, count in sorted(leaf.items(), key=lambda kv: -kv[1])[:25]:
+        print(f"{name:<34}{count / busy:>7.1%}{count / busy * cpu_ms:>10.2f}")
+    print("\nproject functions, inclusive (anywhere on the stack):")
+    for name, count in sorted(inclusive.items(), key=lambda kv: -kv[1])[:60]:
+        print(f"{count / busy:>7.1%}{count / busy * cpu_ms:>8.2f} ms  {name}")
+
+
 def bucket(filename: str, name: str) -> str:
     if filename == "~":
         return "C builtins (" + name.split(" of ")[-1].strip("}>'").split(".")[0] + ")"
@@ -322,6 +356,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="DMs before measuring")
     parser.add_argument("--out", type=Path, help="also write the JSON result here")
     parser.add_argument("--profile", type=Path, help="cProfile the throughput phase to this file")
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="with --profile: sample the stack every ms instead of cProfile (no call overhead)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (log, database)")
     parser.add_argument(
         "--show-profile",
@@ -332,7 +371,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.show_profile:
         path, replies, cpu_ms = args.show_profile
-        print_profile(Path(path), int(replies), float(cpu_ms))
+        show = print_samples if args.sample else print_profile
+        show(Path(path), int(replies), float(cpu_ms))
         return
     if args.profile is not None:
         args.profile = args.profile.resolve()
@@ -350,7 +390,8 @@ def main() -> None:
     data = result.as_json()
     print_table(data, args)
     if args.profile is not None:
-        print_profile(args.profile, result.replies, data["cpu_ms_per_reply"])
+        show = print_samples if args.sample else print_profile
+        show(args.profile, result.replies, data["cpu_ms_per_reply"])
     line = json.dumps(data)
     print(line)
     if args.out is not None:
