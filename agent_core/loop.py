@@ -50,6 +50,7 @@ from agent_core.tools.skills import SKILL_SEARCH_NAME
 from agent_core.tracing import (
     SpanKind,
     Trace,
+    arguments_digest,
     messages_as_json,
     new_trace,
     tool_span_id,
@@ -389,6 +390,7 @@ class Loop:
             span.started_at = outcome.started_at
             span.duration_ms = outcome.duration_ms
             span.error = outcome.is_error
+            span.attributes["args_hash"] = arguments_digest(outcome.call.arguments)
             if outcome.blocked:
                 span.attributes["blocked"] = True
             await self._emit(

@@ -109,3 +109,6 @@ class AgentSettings:
     # Folders of skills shared by every run (besides the workspace's skills/): readable, never
     # writable by the agent (agent_core/skills.py).
     skill_paths: tuple[Path, ...] = ()
+    # Self-evolution (prompt section 7): true when the guardrails lock SOUL.md, so a predefined
+    # agent is not invited to adjust its own style.
+    soul_locked: bool = False

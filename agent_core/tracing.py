@@ -7,6 +7,7 @@ Spans are collected in memory while the run lasts and handed to a
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import os
 import time
@@ -121,6 +122,17 @@ def tool_span_id(trace_id: str, call_id: str) -> str:
     """The id of a tool call's span, known before the call runs: a child run started by the
     call links to it (``Trace.parent_span_id``) while the span itself is recorded after."""
     return uuid.uuid5(uuid.NAMESPACE_OID, f"{trace_id}/{call_id}").hex
+
+
+def arguments_digest(arguments: str) -> str:
+    """A short hash of a tool call's arguments, kept on its span: equal digests in one run are
+    the same call repeated (``bot/evolution`` counts them). Canonical JSON when the arguments
+    parse, so key order and spacing don't hide a repeat."""
+    try:
+        text = json.dumps(json.loads(arguments or "{}"), sort_keys=True, ensure_ascii=False)
+    except ValueError:
+        text = arguments
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def verbose_input(messages: list[dict[str, Any]]) -> str:

@@ -15,6 +15,7 @@ from agent_core import AgentSettings
 from agent_core.orchestration.modes import OrchestrationProfile
 from agent_core.settings import CompactionSettings, MemoryFlushSettings, PruningSettings
 from bot.config import AgentConfig, AgentDefaults, Config
+from bot.evolution.guardrails import resolve_guardrails
 
 log = structlog.get_logger(__name__)
 
@@ -97,6 +98,7 @@ def context_settings(defaults: AgentDefaults, agent: AgentConfig | None) -> dict
         "bootstrap_templates": defaults.bootstrap_templates,
         "owner_ids": tuple(agent.owner_ids if agent and agent.owner_ids else defaults.owner_ids),
         "extra_context": (agent and agent.extra_context) or defaults.extra_context,
+        "soul_locked": resolve_guardrails(defaults, agent).soul_locked,
         "pruning": PruningSettings(**pruning.model_dump()),
         "compaction": CompactionSettings(
             **compaction.model_dump(exclude={"memory_flush"}),

@@ -336,6 +336,12 @@ class AgentRouter:
             tools.register(tool)
         add_mcp_tools(tools, mcp_tools, self.config.agents.defaults.mcp_inline_max)
         self.add_orchestration_tools(settings, tools)
+        # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
+        # one is refused with this reason; deferred (MCP) tools are dropped too.
+        definition = self._definition(agent_id, stored)
+        for name in (definition and definition.disabled_tools) or ():
+            tools.deferred.pop(name, None)
+            tools.hide(name, f"disabled for this agent (agents.{agent_id}.disabled_tools)")
         fallback = self.provider(settings.fallback_provider) if settings.fallback_provider else None
         self.resolutions += 1
         log.debug("agent.resolved", agent_id=agent_id, provider=settings.provider)

@@ -1,5 +1,5 @@
-"""The ``loopgate`` command: serve, chat, check-config, inbox, traces, agents, links, teams,
-tasks, mcp, pairing."""
+"""The ``loopgate`` command: serve, chat, check-config, inbox, traces, agents, evolution, links,
+teams, tasks, mcp, pairing."""
 
 from __future__ import annotations
 

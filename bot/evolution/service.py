@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import structlog
 
 from bot.config import Config
-from bot.evolution.apply import AgentView, apply_change, revert_change, view_agent
+from bot.evolution.apply import AgentView, apply_change, view_agent
 from bot.evolution.cycle import Cycle
 from bot.evolution.guardrails import locked_by, within_cap
 from bot.evolution.metrics import compute_metrics, memory_file_count
@@ -35,9 +34,9 @@ from bot.evolution.records import (
     SuggestionStatus,
     describe_change,
 )
-from bot.evolution.rules import RULES, Finding, Rule
+from bot.evolution.rules import RULES, Rule
 from bot.evolution.schedule import CycleScheduler
-from bot.evolution.store import SuggestionStore, fingerprint, history_event
+from bot.evolution.store import SuggestionStore, history_event
 from bot.storage import Database, SqlAgentStore
 from bot.storage.models import utcnow
 
@@ -45,13 +44,6 @@ if TYPE_CHECKING:
     from bot.agents import AgentRouter
 
 log = structlog.get_logger(__name__)
-
-JUDGE_MIN_RUNS = 20
-"""Runs (not counting /stop-ped ones) an applied change needs after it was applied before its
-quality is compared with the baseline; until then it stays on trial ("watching")."""
-
-_ACTIVE = (SuggestionStatus.PENDING, SuggestionStatus.APPROVED, SuggestionStatus.APPLIED)
-_CLOSED = (SuggestionStatus.REJECTED, SuggestionStatus.ROLLED_BACK, SuggestionStatus.FAILED)
 
 
 class EvolutionService:
@@ -120,7 +112,7 @@ class EvolutionService:
             suggestion = await self._pending(suggestion_id)
             view = await view_agent(self.config, self.agents, suggestion.agent_id)
             self._check_allowed(suggestion, view)
-            approved = await self._move(
+            approved = await self.move(
                 suggestion,
                 SuggestionStatus.PENDING,
                 status=SuggestionStatus.APPROVED,
@@ -133,7 +125,7 @@ class EvolutionService:
     async def reject(self, suggestion_id: str, by: str, reason: str = "") -> Suggestion:
         async with self._lock:
             suggestion = await self._pending(suggestion_id)
-            rejected = await self._move(
+            rejected = await self.move(
                 suggestion,
                 SuggestionStatus.PENDING,
                 status=SuggestionStatus.REJECTED,
@@ -178,7 +170,7 @@ class EvolutionService:
                     f"({view.guardrails.max_delta_per_cycle:g}) allows for {view.agent_id}"
                 )
 
-    async def _move(
+    async def move(
         self, suggestion: Suggestion, expected: SuggestionStatus, **changes: object
     ) -> Suggestion:
         moved = await self.store.transition(suggestion, expected, **changes)
@@ -188,12 +180,12 @@ class EvolutionService:
 
     async def _apply(self, suggestion: Suggestion, view: AgentView) -> Suggestion:
         now, change = utcnow(), suggestion.change
-        baseline = await self._metrics_of(view.agent_id, now - self.window, now)
+        baseline = await self.metrics_between(view.agent_id, now - self.window, now)
         try:
             previous = await apply_change(self.agents, view, suggestion.change)
         except Exception as exc:
             log.warning("evolution.apply_failed", suggestion_id=suggestion.id, error=str(exc))
-            return await self._move(
+            return await self.move(
                 suggestion,
                 SuggestionStatus.APPROVED,
                 status=SuggestionStatus.FAILED,
@@ -202,7 +194,7 @@ class EvolutionService:
             )
         if self.router is not None:
             self.router.invalidate(view.agent_id)
-        applied = await self._move(
+        applied = await self.move(
             suggestion,
             SuggestionStatus.APPROVED,
             status=SuggestionStatus.APPLIED,
@@ -223,7 +215,7 @@ class EvolutionService:
         )
         return applied
 
-    async def _metrics_of(self, agent_id: str, start: datetime, end: datetime) -> AgentMetrics:
+    async def metrics_between(self, agent_id: str, start: datetime, end: datetime) -> AgentMetrics:
         found = await compute_metrics(self.db, start, end, agent_id)
         return found[0] if found else AgentMetrics(agent_id, start, end)
 
@@ -246,112 +238,6 @@ class EvolutionService:
             errors=len(report.errors),
         )
         return report
-
-    # -- used by the cycle -----------------------------------------------------------------------
-
-    async def judge(self, suggestion: Suggestion, now: datetime) -> str | None:
-        """Compare an applied suggestion's quality since it was applied with its baseline:
-        "kept", "rolled_back", or None while too few runs happened since."""
-        assert suggestion.applied_at is not None and suggestion.baseline is not None
-        since = await self._metrics_of(suggestion.agent_id, suggestion.applied_at, now)
-        judged_runs = since.runs - since.cancellations
-        if judged_runs < JUDGE_MIN_RUNS:
-            outcome = f"watching: {judged_runs} of {JUDGE_MIN_RUNS} runs since applied"
-            if outcome != suggestion.outcome:
-                await self._move(suggestion, SuggestionStatus.APPLIED, outcome=outcome)
-            return None
-        view = await view_agent(self.config, self.agents, suggestion.agent_id)
-        base = float(suggestion.baseline.get("quality", 0.0))
-        drop = (base - since.quality) / base * 100 if base > 0 else 0.0
-        limit = view.guardrails.rollback_on_drop_pct
-        figures = f"quality {since.quality:.2f} vs baseline {base:.2f}"
-        if drop <= limit:
-            await self._move(
-                suggestion,
-                SuggestionStatus.APPLIED,
-                outcome=f"kept: {figures}",
-                event=history_event("kept", None, figures),
-            )
-            log.info("evolution.kept", suggestion_id=suggestion.id, quality=since.quality)
-            return "kept"
-        assert suggestion.previous is not None
-        await revert_change(self.agents, suggestion.agent_id, suggestion.previous)
-        if self.router is not None:
-            self.router.invalidate(suggestion.agent_id)
-        outcome = f"rolled back: quality dropped {drop:.0f}% (> {limit:g}%): {figures}"
-        await self._move(
-            suggestion,
-            SuggestionStatus.APPLIED,
-            status=SuggestionStatus.ROLLED_BACK,
-            outcome=outcome,
-            event=history_event("rolled_back", None, outcome),
-        )
-        log.warning(
-            "evolution.rolled_back",
-            suggestion_id=suggestion.id,
-            agent_id=suggestion.agent_id,
-            drop_pct=round(drop, 1),
-            limit_pct=limit,
-            quality=round(since.quality, 4),
-            baseline=base,
-        )
-        return "rolled_back"
-
-    async def consider(
-        self, finding: Finding, m: AgentMetrics, view: AgentView, now: datetime
-    ) -> Suggestion | str:
-        """A new pending suggestion for the finding, or why none was made."""
-        change = finding.change
-        if (name := locked_by(change, view.guardrails)) is not None:
-            return f"{name} is locked"
-        if change["kind"] == ChangeKind.PARAM:
-            if change["to"] == change["from"]:
-                return "max_delta_per_cycle allows no step from " + str(change["from"])
-            if not within_cap(change, view.guardrails):
-                return "delta above max_delta_per_cycle"
-        for earlier in await self.store.same_change(
-            view.agent_id, fingerprint(view.agent_id, finding.rule, change)
-        ):
-            if earlier.status in _ACTIVE:
-                return f"the same change is already {earlier.status} ({earlier.id})"
-            recent = (earlier.updated_at or earlier.created_at) > now - self.window
-            if earlier.status in _CLOSED and recent:
-                return f"the same change was {earlier.status} recently ({earlier.id})"
-        evidence = {
-            **finding.evidence,
-            "runs": m.runs,
-            "data_points": m.runs,
-            "min_data_points": view.guardrails.min_data_points,
-            "window_start": m.window_start.isoformat(),
-            "window_end": m.window_end.isoformat(),
-            "quality": round(m.quality, 4),
-        }
-        suggestion = Suggestion(
-            id=uuid.uuid4().hex[:12],
-            agent_id=view.agent_id,
-            rule=finding.rule,
-            status=SuggestionStatus.PENDING,
-            evidence=evidence,
-            change=change,
-            summary=finding.summary,
-            created_at=now,
-            decided_by=None,
-            decided_at=None,
-            applied_at=None,
-            baseline=None,
-            outcome=None,
-            history=(history_event("suggested", None, describe_change(change)),),
-            updated_at=now,
-        )
-        await self.store.add(suggestion)
-        log.info(
-            "evolution.suggested",
-            suggestion_id=suggestion.id,
-            agent_id=view.agent_id,
-            rule=finding.rule,
-            change=describe_change(change),
-        )
-        return suggestion
 
     async def memory_files(self, view: AgentView) -> int:
         return await memory_file_count(self.db, view.workspace)

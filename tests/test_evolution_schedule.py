@@ -1,0 +1,225 @@
+"""``evolution.*`` config, the APScheduler schedule (fires cycles, stops cleanly), the
+Loopgate app's ``evolution`` service, and prompt section 7 (Self-Evolution)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent_core import FILE_TOOLS, AgentSettings, RunRequest, ToolRegistry
+from agent_core.bootstrap import PromptMode, Workspaces
+from agent_core.prompt import PromptContext
+from agent_core.self_evolution import self_evolution
+from bot.agent_settings import agent_settings
+from bot.app import Loopgate
+from bot.config import ConfigFileError, parse_config
+from bot.evolution.schedule import CycleScheduler, build_trigger, cron_weekdays
+from bot.evolution.service import EvolutionService
+from bot.storage import Database
+from tests.conftest import make_config
+from tests.evolution_support import evolution_config, seed_runs
+from tests.fakes.llm_server import FakeLLM
+
+
+class TestConfig:
+    def test_defaults(self) -> None:
+        evolution = parse_config({}, {}).evolution
+        assert (evolution.enabled, evolution.schedule, evolution.window) == (
+            True,
+            "daily",
+            7 * 86_400,
+        )
+        guardrails = parse_config({}, {}).agents.defaults.evolution_guardrails
+        assert guardrails.model_dump() == {
+            "max_delta_per_cycle": 0.1,
+            "min_data_points": 100,
+            "rollback_on_drop_pct": 20.0,
+            "locked_params": [],
+        }
+
+    @pytest.mark.parametrize("schedule", ["daily", "hourly", "0 3 * * *", "*/15 * * * 1-5", "6h"])
+    def test_schedules_accepted(self, schedule: str) -> None:
+        config = parse_config({"evolution": {"schedule": schedule, "window": "36h"}}, {})
+        assert config.evolution.window == 36 * 3600
+        build_trigger(schedule)  # APScheduler accepts it too
+
+    @pytest.mark.parametrize("schedule", ["every day", "0 3 * *", "soon"])
+    def test_bad_schedule_names_the_key(self, schedule: str) -> None:
+        with pytest.raises(ConfigFileError, match=r"evolution\.schedule"):
+            parse_config({"evolution": {"schedule": schedule}}, {})
+
+    def test_agent_guardrails_both_forms(self) -> None:
+        listed = {"list": [{"id": "a", "evolution_guardrails": {"locked_params": ["soul"]}}]}
+        keyed = {"a": {"evolution_guardrails": {"locked_params": ["soul"]}}}
+        for agents in (listed, keyed):
+            config = parse_config({"agents": agents}, {})
+            [agent] = config.agents.list
+            assert agent.evolution_guardrails is not None
+            assert agent.evolution_guardrails.soul_locked
+        with pytest.raises(ConfigFileError, match="max_delta_per_cycle"):
+            parse_config(
+                {"agents": {"a": {"evolution_guardrails": {"max_delta_per_cycle": 2}}}}, {}
+            )
+
+    def test_cron_weekdays_mean_what_crontab_means(self) -> None:
+        assert cron_weekdays("0") == "sun" and cron_weekdays("7") == "sun"
+        assert cron_weekdays("1-5") == "mon-fri"
+        assert cron_weekdays("0,6") == "sun,sat"
+        assert cron_weekdays("*/2") == "*/2" and cron_weekdays("1-5/2") == "mon-fri/2"
+        trigger = build_trigger("0 3 * * 0")
+        fire = trigger.get_next_fire_time(None, datetime(2026, 12, 3, tzinfo=UTC))  # a Thursday
+        assert fire == datetime(2026, 12, 6, 3, 0, tzinfo=UTC)  # Sunday 03:00 UTC
+        daily = build_trigger("daily").get_next_fire_time(None, datetime(2026, 12, 3, tzinfo=UTC))
+        assert daily == datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+
+
+async def _until(predicate: object, timeout: float = 10) -> None:
+    async def wait() -> None:
+        while not predicate():  # type: ignore[operator]
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(wait(), timeout)
+
+
+class TestScheduler:
+    async def test_fires_cycles_and_stops_cleanly(self, db: Database, tmp_path: Path) -> None:
+        config = evolution_config(tmp_path)
+        config.evolution.schedule = "0.1s"
+        service = EvolutionService(db, config)
+        await seed_runs(db, 3)
+        service.start()
+        assert service.scheduler is not None and service.scheduler.started
+        await _until(lambda: service.scheduler is not None and service.scheduler.fired >= 2)
+
+        # A cycle stored the agent's metrics: the job ran the real cycle.
+        async def snapshotted() -> bool:
+            return bool(await service.snapshots("main"))
+
+        for _ in range(200):
+            if await snapshotted():
+                break
+            await asyncio.sleep(0.02)
+        assert await snapshotted()
+        await service.aclose()
+        assert service.scheduler is None
+        await asyncio.sleep(0.3)  # no job fires after aclose
+        leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert not [
+            t for t in leftovers if "evolution" in t.get_name() or "run_coroutine_job" in repr(t)
+        ]
+
+    async def test_a_slow_cycle_is_not_run_twice_at_once(self) -> None:
+        from structlog.testing import capture_logs
+
+        started = asyncio.Event()
+        runs, cancelled = 0, False
+
+        async def slow() -> None:
+            nonlocal runs, cancelled
+            runs += 1
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
+
+        scheduler = CycleScheduler("0.05s", slow)
+        with capture_logs() as logs:
+            scheduler.start()
+            await asyncio.wait_for(started.wait(), 5)
+            await asyncio.sleep(0.3)  # several due times pass while the first cycle runs
+        assert runs == 1
+        assert any(e["event"] == "evolution.cycle_skipped" for e in logs)
+        await scheduler.aclose()  # cancels the running cycle and waits for it
+        assert cancelled
+
+    async def test_disabled_means_no_schedule(self, db: Database, tmp_path: Path) -> None:
+        config = evolution_config(tmp_path)
+        config.evolution.enabled = False
+        service = EvolutionService(db, config)
+        service.start()
+        assert service.scheduler is None
+        report = await service.run_cycle()  # a cycle on demand still works
+        assert report.errors == ()
+
+
+class TestApp:
+    async def test_app_exposes_the_service_and_runs_its_schedule(
+        self, tmp_path: Path, llm: FakeLLM
+    ) -> None:
+        config = make_config(tmp_path, llm, evolution={"schedule": "0.1s"})
+        app = Loopgate(config)
+        with pytest.raises(RuntimeError, match="not started"):
+            _ = app.evolution
+        async with app:
+            assert isinstance(app.evolution, EvolutionService)
+            assert app.evolution.router is not None
+            scheduler = app.evolution.scheduler
+            assert scheduler is not None
+            await _until(lambda: scheduler.fired >= 1)
+            assert await app.evolution.list() == []
+        assert app.evolution.scheduler is None
+
+    async def test_disabled_in_config(self, tmp_path: Path, llm: FakeLLM) -> None:
+        async with Loopgate(make_config(tmp_path, llm, evolution={"enabled": False})) as app:
+            assert app.evolution.scheduler is None
+
+
+def _ctx(
+    tmp_path: Path, settings: AgentSettings, tools: ToolRegistry | None = None
+) -> PromptContext:
+    spaces = Workspaces(tmp_path, settings.id, settings.agent_type)
+    spaces.ensure_user_files("u1")
+    files = tuple(spaces.context_files("u1", PromptMode.FULL))
+    request = RunRequest("agent:main:x", "hi", "u1", channel="telegram", chat_type="direct")
+    return PromptContext(
+        settings,
+        request,
+        tools if tools is not None else ToolRegistry.of(FILE_TOOLS),
+        spaces.user_dir("u1"),
+        datetime(2026, 12, 3, tzinfo=UTC),
+        files=files,
+    )
+
+
+class TestSelfEvolutionSection:
+    def test_predefined_agents_get_it(self, tmp_path: Path) -> None:
+        settings = AgentSettings(id="main", model="m", workspace=tmp_path, agent_type="predefined")
+        text = self_evolution(_ctx(tmp_path, settings))
+        assert text is not None and text.startswith("## Self-Evolution")
+        assert "SOUL.md" in text and "explicit feedback" in text
+        assert "Never change your identity" in text
+        assert str(tmp_path / "_agents" / "main" / "SOUL.md") in text
+
+    def test_not_for_open_agents_locked_soul_or_without_write_tools(self, tmp_path: Path) -> None:
+        open_agent = AgentSettings(id="main", model="m", workspace=tmp_path)
+        assert self_evolution(_ctx(tmp_path, open_agent)) is None
+        locked = AgentSettings(
+            id="main", model="m", workspace=tmp_path, agent_type="predefined", soul_locked=True
+        )
+        assert self_evolution(_ctx(tmp_path, locked)) is None
+        predefined = AgentSettings(
+            id="main", model="m", workspace=tmp_path, agent_type="predefined"
+        )
+        assert self_evolution(_ctx(tmp_path, predefined, ToolRegistry())) is None
+
+    @pytest.mark.parametrize(
+        ("locked", "expected"),
+        [([], False), (["soul"], True), (["SOUL.md"], True), (["max_iterations"], False)],
+    )
+    def test_soul_locked_comes_from_the_guardrails(self, locked: list[str], expected: bool) -> None:
+        config = parse_config(
+            {"agents": {"main": {"evolution_guardrails": {"locked_params": locked}}}}, {}
+        )
+        [agent] = config.agents.list
+        assert agent_settings(config, "main", agent).soul_locked is expected
+
+    def test_defaults_lock_every_agent(self) -> None:
+        config = parse_config(
+            {"agents": {"defaults": {"evolution_guardrails": {"locked_params": ["soul"]}}}}, {}
+        )
+        assert agent_settings(config, "main", None).soul_locked
