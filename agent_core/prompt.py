@@ -26,6 +26,7 @@ from agent_core.bootstrap import (
 from agent_core.mcp.prompt import is_mcp, mcp_tools
 from agent_core.orchestration.records import WorkspaceScope
 from agent_core.run import NO_REPLY, RunRequest
+from agent_core.self_evolution import self_evolution
 from agent_core.settings import AgentSettings
 from agent_core.skills import Skill, discover_skills, skill_location
 from agent_core.tools.base import ToolRegistry
@@ -344,6 +345,7 @@ SECTIONS: tuple[Section, ...] = (
     persona,
     tooling,
     safety,
+    self_evolution,
     skills,
     mcp_tools,
     workspace,

@@ -112,3 +112,5 @@ class AgentSettings:
     # Self-evolution (prompt section 7): true when the guardrails lock SOUL.md, so a predefined
     # agent is not invited to adjust its own style.
     soul_locked: bool = False
+    # The most of SOUL.md one soul_update may rewrite (guardrails' max_delta_per_cycle).
+    soul_max_delta: float = 0.1

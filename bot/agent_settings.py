@@ -88,6 +88,7 @@ def context_settings(defaults: AgentDefaults, agent: AgentConfig | None) -> dict
             update["memory_flush"] = flush.model_copy(update=flush_update)
         compaction = compaction.model_copy(update=update)
     flush_cfg = compaction.memory_flush
+    guardrails = resolve_guardrails(defaults, agent)
     flush_kw = flush_cfg.model_dump(exclude={"prompt"})
     if flush_cfg.prompt:
         flush_kw["prompt"] = flush_cfg.prompt
@@ -98,7 +99,8 @@ def context_settings(defaults: AgentDefaults, agent: AgentConfig | None) -> dict
         "bootstrap_templates": defaults.bootstrap_templates,
         "owner_ids": tuple(agent.owner_ids if agent and agent.owner_ids else defaults.owner_ids),
         "extra_context": (agent and agent.extra_context) or defaults.extra_context,
-        "soul_locked": resolve_guardrails(defaults, agent).soul_locked,
+        "soul_locked": guardrails.soul_locked,
+        "soul_max_delta": guardrails.max_delta_per_cycle,
         "pruning": PruningSettings(**pruning.model_dump()),
         "compaction": CompactionSettings(
             **compaction.model_dump(exclude={"memory_flush"}),

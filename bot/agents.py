@@ -39,6 +39,7 @@ from agent_core.orchestration.modes import OrchestrationProfile, resolve_profile
 from agent_core.orchestration.records import OrchestrationStore, TaskStore
 from agent_core.providers import AnthropicProvider, OfflineProvider, Provider
 from agent_core.providers.openai_compat import OpenAICompatProvider
+from agent_core.self_evolution import add_self_evolution_tools
 from agent_core.store import SessionStore, TraceStore
 from bot.agent_settings import agent_settings
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
@@ -336,6 +337,7 @@ class AgentRouter:
             tools.register(tool)
         add_mcp_tools(tools, mcp_tools, self.config.agents.defaults.mcp_inline_max)
         self.add_orchestration_tools(settings, tools)
+        add_self_evolution_tools(tools, settings)
         # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
         # one is refused with this reason; deferred (MCP) tools are dropped too.
         definition = self._definition(agent_id, stored)

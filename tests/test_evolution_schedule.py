@@ -12,7 +12,7 @@ import pytest
 from agent_core import FILE_TOOLS, AgentSettings, RunRequest, ToolRegistry
 from agent_core.bootstrap import PromptMode, Workspaces
 from agent_core.prompt import PromptContext
-from agent_core.self_evolution import self_evolution
+from agent_core.self_evolution import add_self_evolution_tools, self_evolution
 from bot.agent_settings import agent_settings
 from bot.app import Loopgate
 from bot.config import ConfigFileError, parse_config
@@ -189,13 +189,15 @@ def _ctx(
 class TestSelfEvolutionSection:
     def test_predefined_agents_get_it(self, tmp_path: Path) -> None:
         settings = AgentSettings(id="main", model="m", workspace=tmp_path, agent_type="predefined")
-        text = self_evolution(_ctx(tmp_path, settings))
+        tools = ToolRegistry.of(FILE_TOOLS)
+        add_self_evolution_tools(tools, settings)
+        text = self_evolution(_ctx(tmp_path, settings, tools))
         assert text is not None and text.startswith("## Self-Evolution")
         assert "SOUL.md" in text and "explicit feedback" in text
         assert "Never change your identity" in text
-        assert str(tmp_path / "_agents" / "main" / "SOUL.md") in text
+        assert "soul_update" in text
 
-    def test_not_for_open_agents_locked_soul_or_without_write_tools(self, tmp_path: Path) -> None:
+    def test_not_for_open_agents_locked_soul_or_without_the_tool(self, tmp_path: Path) -> None:
         open_agent = AgentSettings(id="main", model="m", workspace=tmp_path)
         assert self_evolution(_ctx(tmp_path, open_agent)) is None
         locked = AgentSettings(

@@ -45,8 +45,9 @@ def names(c: PromptContext) -> list[str]:
 class TestSections:
     def test_order_follows_the_spec(self) -> None:
         assert [s.__name__ for s in SECTIONS] == [
-            "identity", "first_run_bootstrap", "persona", "tooling", "safety", "skills",
-            "mcp_tools", "workspace", "team_workspace", "sandbox", "user_identity", "time_section",
+            "identity", "first_run_bootstrap", "persona", "tooling", "safety", "self_evolution",
+            "skills", "mcp_tools", "workspace", "team_workspace", "sandbox", "user_identity",
+            "time_section",
             "channel_formatting", "silent_replies", "extra_context", "project_context",
             "operator_instructions", "subagent_spawning", "runtime", "persona_reminder",
             "memory_reminders",
