@@ -11,12 +11,6 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bot.admin.api import api_routes
-from bot.admin.auth import AdminSessions, LoginLimiter
-from bot.admin.context import Admin
-from bot.admin.gate import login, login_form
-from bot.admin.pages import page_routes
-from bot.admin.runs import RunTracker
 from bot.app import Loopgate
 
 # Scripts only from our own static file, no framing, no foreign form targets, nothing cached.
@@ -64,6 +58,15 @@ def admin_routes(loopgate: Loopgate) -> list[BaseRoute]:
         return [
             Route("/admin{rest:path}", _absent, methods=["GET", "HEAD", "POST", "PUT", "DELETE"])
         ]
+    # Imported only now: the pages need Jinja2 (~5 MiB), which a service without the dashboard
+    # should not carry.
+    from bot.admin.api import api_routes
+    from bot.admin.auth import AdminSessions, LoginLimiter
+    from bot.admin.context import Admin
+    from bot.admin.gate import login, login_form
+    from bot.admin.pages import page_routes
+    from bot.admin.runs import RunTracker
+
     admin = Admin(
         loopgate=loopgate,
         sessions=AdminSessions(config.token, max_age=config.session_max_age),

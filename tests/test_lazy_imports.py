@@ -1,0 +1,81 @@
+"""What a start-up imports (issue 16, memory): libraries for features that are off stay out."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from alembic import command
+from sqlalchemy import text
+
+from bot.storage import open_database
+from bot.storage.db import HEAD_REVISION, alembic_config, head_revision
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imported_after(code: str, cwd: Path) -> set[str]:
+    """The top-level packages in ``sys.modules`` after running ``code`` in a new interpreter
+    (this one has imported everything the other tests needed)."""
+    script = textwrap.dedent(code) + "\nimport sys\nprint(' '.join(sorted(sys.modules)))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=cwd,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return {name.split(".")[0] for name in done.stdout.split()}
+
+
+def test_head_revision_constant_matches_the_migrations_folder() -> None:
+    assert head_revision() == HEAD_REVISION
+
+
+async def test_a_database_at_head_opens_without_alembic(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+    async with await open_database(url):
+        pass  # created and migrated (Alembic runs here)
+    modules = _imported_after(
+        f"""
+        import asyncio
+        from bot.storage import open_database
+
+        async def main():
+            db = await open_database({url!r})
+            await db.aclose()
+
+        asyncio.run(main())
+        """,
+        tmp_path,
+    )
+    assert "sqlalchemy" in modules
+    assert not modules & {"alembic", "mako"}
+
+
+async def test_a_database_behind_head_is_still_upgraded(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+    async with await open_database(url) as db, db.engine.begin() as conn:
+        await conn.run_sync(lambda sync: command.downgrade(alembic_config(sync), "0005"))
+    async with await open_database(url) as db, db.engine.connect() as conn:
+        assert await conn.scalar(text("SELECT version_num FROM alembic_version")) == HEAD_REVISION
+        assert await conn.scalar(text("SELECT count(*) FROM evolution_suggestions")) == 0
+
+
+def test_the_http_app_without_admin_token_does_not_import_the_dashboard(tmp_path: Path) -> None:
+    modules = _imported_after(
+        """
+        from bot.app import Loopgate
+        from bot.config import Config
+        from bot.http.server import create_app
+
+        create_app(Loopgate(Config()), manage_lifespan=False)
+        """,
+        tmp_path,
+    )
+    assert "starlette" in modules
+    assert not modules & {"jinja2", "alembic", "slack_bolt", "slack_sdk", "aiohttp", "anthropic"}
