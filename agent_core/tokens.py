@@ -107,15 +107,30 @@ def get_encoder(model: str) -> Encoder | None:
             return _encoders[name]
         encoder: Encoder | None
         try:
-            import tiktoken
-
             seed_tiktoken_cache()
-            encoder = tiktoken.get_encoding(name)
+            encoder = _load_lean(name)
         except Exception as exc:  # no tiktoken, no bundle, unwritable cache: estimate instead
             log.warning("tokens.encoder_unavailable", encoding=name, error=str(exc)[:200])
             encoder = None
         _encoders[name] = encoder
         return encoder
+
+
+def _load_lean(name: str) -> Encoder:
+    """``tiktoken.get_encoding(name)`` without the ~17 MiB it keeps for nothing.
+
+    tiktoken's ``Encoding`` keeps the mergeable ranks (a Python dict of 100k-200k byte strings)
+    after its Rust core has copied them, only so that it can be pickled; counting never needs
+    them. Built here rather than through ``get_encoding`` so tiktoken's registry does not hold
+    the dict either, and so any other ``get_encoding`` caller still gets a complete encoding.
+    """
+    import tiktoken
+    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS  # type: ignore[import-untyped]
+
+    encoding = tiktoken.Encoding(**ENCODING_CONSTRUCTORS[name]())
+    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
+        encoding._mergeable_ranks = {}
+    return encoding
 
 
 class TokenCounter:

@@ -15,6 +15,7 @@ from agent_core.tokens import (
     OFFICIAL_SHA256,
     TokenCounter,
     encoding_name_for,
+    get_encoder,
     seed_tiktoken_cache,
 )
 
@@ -84,3 +85,13 @@ class TestCounter:
         counter = TokenCounter("x", encoder=None)
         counter._encoder = None
         assert counter.count_text("a" * 400) == 100
+
+    def test_the_lean_encoder_counts_exactly_like_tiktoken(self) -> None:
+        text = "Hello, wörld! <|endoftext|> 😀 def f(x):\n    return x * 2\n" * 20
+        for model in ("gpt-4o", "llama3.1"):
+            encoder = get_encoder(model)
+            assert encoder is not None
+            reference = tiktoken.get_encoding(encoding_name_for(model))
+            assert encoder.encode(text, disallowed_special=()) == reference.encode(
+                text, disallowed_special=()
+            )
