@@ -27,6 +27,7 @@ from agent_core.providers import Provider
 from bot.access import AccessPolicy, PairingStore
 from bot.agents import AgentRouter
 from bot.channel_startup import ChannelStarter
+from bot.cluster.service import Cluster
 from bot.config import Config
 from bot.evolution.service import EvolutionService
 from bot.gateway import Gateway
@@ -34,7 +35,7 @@ from bot.maintenance import run_periodically
 from bot.platforms import PlatformDeps, build_platform_channels
 from bot.redaction import register_secrets, secrets_of
 from bot.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
-from bot.run_registry import ChildRegistration, LocalRunRegistry
+from bot.run_registry import ChildRegistration, LocalRunRegistry, RunRegistry
 from bot.storage import (
     Database,
     SqlAgentStore,
@@ -71,7 +72,11 @@ class Loopgate:
         self.draining = False
         self._background: list[asyncio.Task[None]] = []
         self.events = EventBus()
-        self.registry = LocalRunRegistry()
+        # Several processes on one Redis (docs/scaling.md); None: this process is the service.
+        self.cluster = Cluster(config) if config.redis.url else None
+        self.registry: RunRegistry = (
+            self.cluster.registry if self.cluster is not None else LocalRunRegistry()
+        )
         self.web = LocalChannel(name="web")
         self.terminal = LocalChannel(name="cli")
         self._stack = AsyncExitStack()
@@ -112,6 +117,9 @@ class Loopgate:
     async def _start(self) -> None:
         self._db = await open_database(self.config.database.url)
         self._stack.push_async_callback(self._db.aclose)
+        if self.cluster is not None:
+            self._stack.push_async_callback(self.cluster.aclose)
+            await self.cluster.start()
         sessions = SqlSessionStore(self._db)
         orchestration = SqlOrchestrationStore(self._db)
         # A server that fails to start degrades the service (``/healthz``) and is retried in
@@ -174,7 +182,7 @@ class Loopgate:
     async def _replay(self, gateway: Gateway, inbox: SqlInbox) -> None:
         # Queued before any channel receives, so each session's replayed messages go first.
         max_age = self.config.bot.replay_max_age
-        await replay_pending(gateway, inbox, max_age=max_age)
+        await replay_pending(gateway, inbox, max_age=max_age, all_owners=self.cluster is None)
         self._start_background(
             run_periodically(
                 "inbox.sweep",
@@ -202,7 +210,11 @@ class Loopgate:
         self._background.append(asyncio.create_task(coro))
 
     def _channels(self) -> list[Channel]:
-        deps = PlatformDeps(state=SqlChannelState(self.db), seen=SqlDedupeStore(self.db))
+        deps = PlatformDeps(
+            state=SqlChannelState(self.db),
+            seen=SqlDedupeStore(self.db),
+            poll_gate=self.cluster.poll_gate if self.cluster is not None else None,
+        )
         return [self.web, self.terminal, *build_platform_channels(self.config, deps)]
 
     async def _start_channel(self, channel: Channel) -> None:
@@ -231,6 +243,8 @@ class Loopgate:
                 log.warning(
                     "channel.stop_receiving_failed", channel=channel.name, error=str(outcome)
                 )
+        if self.cluster is not None:
+            await self.cluster.release_pollers()  # another process polls while we drain
         gateway.stop_accepting()
         gateway.scheduler.hold()  # queued messages stay queued in the inbox
         still_running = await gateway.scheduler.wait_running(grace)

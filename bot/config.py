@@ -37,6 +37,7 @@ from bot.channel_config import SlackRateLimit as SlackRateLimit
 from bot.channel_config import TelegramConfig as TelegramConfig
 from bot.channel_config import TelegramRateLimit as TelegramRateLimit
 from bot.channel_config import ZaloConfig as ZaloConfig
+from bot.cluster.config import ClusterConfig, RedisConfig, cluster_problems
 from bot.config_base import Duration as Duration
 from bot.config_base import OffAllowed, StrictModel
 from bot.evolution.config import EvolutionConfig
@@ -193,10 +194,13 @@ class Config(StrictModel):
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    redis: RedisConfig = Field(default_factory=RedisConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""
         problems = self.channels.semantic_problems()
+        problems += cluster_problems(self.redis.url, self.database.url)
         providers = self.providers.all()
         # agents.default and channels.<name>.agent may also name agents stored in the database
         # (``loopgate agents set``), unknown here: start-up logs ``agent.unknown`` for those.

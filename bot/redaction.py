@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from bot.cluster.config import redis_password
 from bot.config import Config
 
 MASK = "***"
@@ -89,6 +90,7 @@ def secrets_of(config: Config) -> list[str]:
         password = None
     if password:
         values.append(str(password))
+    values.append(redis_password(config.redis.url))
     return [v for v in values if v]
 
 

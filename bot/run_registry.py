@@ -6,9 +6,8 @@ several processes share the work.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -18,13 +17,20 @@ from channels import InboundMessage
 log = structlog.get_logger(__name__)
 
 
+class RunHandle(Protocol):
+    """What stopping a run needs: its task, or a stand-in for a run in another process."""
+
+    def cancel(self, msg: Any | None = None) -> bool: ...
+    def cancelling(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ActiveRun:
     run_id: str
     agent_id: str
     session_key: str
     requester_id: str
-    task: asyncio.Task[object] = field(compare=False, repr=False)
+    task: RunHandle = field(compare=False, repr=False)
     parent_run_id: str | None = None  # a child run (spawn, delegate, team task) of this run
 
 

@@ -145,3 +145,14 @@ class SeenStore(Protocol):
 
     async def forget(self, key: str) -> None:
         """Undo :meth:`seen` for an update the bot did not accept, so its redelivery counts."""
+
+
+class PollGate(Protocol):
+    """Whether this process may poll a bot now: with several processes, only one may, or the
+    platform sees competing ``getUpdates`` and each update goes to whoever asked first."""
+
+    def holds(self) -> bool:
+        """True while this process is the bot's poller."""
+
+    async def wait_turn(self) -> None:
+        """Return once this process is the bot's poller (at once when it already is)."""

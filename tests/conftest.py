@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.storage_support",
     "tests.telegram_support",
     "tests.zalo_support",
+    "tests.cluster_support",  # last: it imports storage_support
 ]
 
 

@@ -32,6 +32,9 @@ async def health_report(loopgate: Loopgate) -> tuple[dict[str, Any], int]:
     # balancer stops sending here.
     mcp = {status.name: status.state.value for status in loopgate.mcp.statuses()}
     degraded = any(state != "up" for state in channels.values()) or loopgate.mcp.degraded
+    cluster = loopgate.cluster
+    # Redis down: runs in hand go on, but stops and polling cannot be coordinated.
+    degraded = degraded or (cluster is not None and cluster.degraded)
     status = "draining" if loopgate.draining else "degraded" if degraded else "ok"
     body: dict[str, Any] = {
         "status": status,
@@ -41,6 +44,8 @@ async def health_report(loopgate: Loopgate) -> tuple[dict[str, Any], int]:
     }
     if mcp:
         body["mcp"] = mcp
+    if cluster is not None:
+        body.update(cluster.health())
     if loopgate.inbox is not None:
         body["inbox"] = inbox
     return body, 503 if loopgate.draining else 200

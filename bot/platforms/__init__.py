@@ -6,10 +6,12 @@ section into a ready (not yet started) :class:`channels.Channel`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.config import Config
 from channels import Channel, SeenStore, StateStore
+from channels.protocol import PollGate
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +20,11 @@ class PlatformDeps:
 
     state: StateStore
     seen: SeenStore
+    poll_gate: Callable[[str, str], PollGate] | None = None
+    """``(channel, token)`` → its poller election (bot/cluster); None: one process polls."""
+
+    def gate_for(self, channel: str, token: str, mode: str) -> PollGate | None:
+        return self.poll_gate(channel, token) if self.poll_gate and mode == "polling" else None
 
 
 def build_platform_channels(config: Config, deps: PlatformDeps) -> list[Channel]:

@@ -37,4 +37,10 @@ def telegram_options(config: Config) -> TelegramOptions:
 
 
 def build_telegram(config: Config, deps: PlatformDeps) -> TelegramChannel:
-    return TelegramChannel(telegram_options(config), state=deps.state, seen=deps.seen)
+    tg = config.channels.telegram
+    return TelegramChannel(
+        telegram_options(config),
+        state=deps.state,
+        seen=deps.seen,
+        poll_gate=deps.gate_for("telegram", tg.token, tg.mode),
+    )

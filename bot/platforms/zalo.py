@@ -28,4 +28,5 @@ def build_zalo(config: Config, deps: PlatformDeps) -> Channel:
         group_delivery=zalo.group_delivery,
         mention_names=tuple(zalo.mention_names),
     )
-    return ZaloChannel(client, settings, deps.seen)
+    gate = deps.gate_for("zalo", zalo.token, zalo.mode)
+    return ZaloChannel(client, settings, deps.seen, poll_gate=gate)

@@ -38,7 +38,7 @@ from telegram.request import HTTPXRequest
 
 from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted
 from channels.intake import Intake, first_sight, forget_seen
-from channels.protocol import InboundHandler, PlatformStream, SeenStore, StateStore
+from channels.protocol import InboundHandler, PlatformStream, PollGate, SeenStore, StateStore
 from channels.telegram.drafts import DraftStream
 from channels.telegram.errors import (
     UnknownTokenOrMethod,
@@ -75,8 +75,11 @@ class TelegramChannel:
         state: StateStore,
         seen: SeenStore,
         bot: Bot | None = None,
+        poll_gate: PollGate | None = None,
     ) -> None:
         self.options = options
+        self.poll_gate = poll_gate
+        """With several processes: polls only while this one is the bot's elected poller."""
         self.name = options.name
         self.capabilities = Capabilities(
             max_chars=4000,  # Telegram allows 4096; the margin absorbs counting differences
@@ -140,7 +143,9 @@ class TelegramChannel:
                 )
         if self.options.mode == "polling":
             await self._leave_webhook()
-            self._poller = Poller(self.bot, self.options, self._state, self._process)
+            self._poller = Poller(
+                self.bot, self.options, self._state, self._process, gate=self.poll_gate
+            )
             self._poller.start()
         log.info("telegram.started", mode=self.options.mode, bot=self.me.username)
 

@@ -15,7 +15,7 @@ from telegram import Bot, Update
 
 from channels.errors import ChannelError, NotAccepted, RetryAfter
 from channels.intake import CLOSE_GRACE
-from channels.protocol import StateStore
+from channels.protocol import PollGate, StateStore
 from channels.telegram.errors import translate_telegram_errors
 from channels.telegram.options import TelegramOptions
 
@@ -31,11 +31,13 @@ class Poller:
         options: TelegramOptions,
         state: StateStore,
         process: Callable[[Update], Awaitable[None]],
+        gate: PollGate | None = None,
     ) -> None:
         self._bot = bot
         self._options = options
         self._state = state
         self._process = process
+        self._gate = gate
         self._offset: int | None = None
         self._running = False
         self._handing_over = False  # a fetched batch is being handed to the bot
@@ -75,6 +77,11 @@ class Poller:
         self._offset = await self._stored_offset()
         delay = self._options.retry_backoff
         while self._running:
+            if self._gate is not None and not self._gate.holds():
+                await self._gate.wait_turn()
+                # The previous poller (another process) moved the offset meanwhile.
+                self._offset = await self._stored_offset()
+                log.info("telegram.poller_elected", offset=self._offset)
             try:
                 with translate_telegram_errors():
                     updates = await self._bot.get_updates(
@@ -91,6 +98,11 @@ class Poller:
                 log.warning("telegram.poll_failed", error=error, retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
+                continue
+            if self._gate is not None and not self._gate.holds():
+                # Lost the lease during the long poll: another process polls now. What this
+                # batch holds is unconfirmed, so that process fetches it again.
+                log.info("telegram.poller_lease_lost", dropped_unconfirmed=len(updates))
                 continue
             self._handing_over = True
             try:

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from channels.errors import ChannelError, NotAccepted, RetryAfter
 from channels.intake import Intake, first_sight, forget_seen
-from channels.protocol import InboundHandler, SeenStore
+from channels.protocol import InboundHandler, PollGate, SeenStore
 from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
 from channels.zalo.client import ZaloBotClient
 from channels.zalo.errors import (
@@ -79,8 +79,15 @@ class ZaloChannel:
     name = "zalo"
     capabilities = CAPABILITIES
 
-    def __init__(self, client: ZaloBotClient, settings: ZaloSettings, seen: SeenStore) -> None:
+    def __init__(
+        self,
+        client: ZaloBotClient,
+        settings: ZaloSettings,
+        seen: SeenStore,
+        poll_gate: PollGate | None = None,
+    ) -> None:
         self.client = client
+        self.poll_gate = poll_gate
         self.settings = settings
         self.seen = seen
         # The bot's server routes POST {webhook_path} here; in polling mode nothing matches.
@@ -181,7 +188,12 @@ class ZaloChannel:
     async def _poll_forever(self) -> None:
         failures = 0
         while self._receiving:
+            if self.poll_gate is not None and not self.poll_gate.holds():
+                await self.poll_gate.wait_turn()
+                log.info("zalo.poller_elected")
             try:
+                # A batch fetched after the lease is lost is still handed over: Zalo does not
+                # deliver an update twice, and the dedupe store is shared by all processes.
                 updates = await self.client.get_updates(self.settings.poll_timeout)
             except ZaloPollIdle:
                 failures = 0  # the normal end of an idle long poll

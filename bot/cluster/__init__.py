@@ -1,0 +1,1 @@
+"""Several Loopgate processes on one Postgres and one Redis (docs/scaling.md)."""

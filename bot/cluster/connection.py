@@ -1,0 +1,83 @@
+"""The Redis connection of a clustered process: one client, its health, and this process's id.
+
+redis-py reconnects by itself on the next command; what it does not do is tell anybody that
+Redis is gone. ``RedisLink`` pings it every second so ``/healthz`` can say ``down`` and the
+parts that hold leases know their renewals are failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+import secrets
+import socket
+from contextlib import suppress
+
+import structlog
+from redis.asyncio import Redis
+
+log = structlog.get_logger(__name__)
+
+PING_EVERY = 1.0
+
+
+def process_id() -> str:
+    """``host:pid:random``: unique even when a PaaS reuses a pid in a fresh container."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class RedisState(enum.StrEnum):
+    OK = "ok"
+    DOWN = "down"
+
+
+class RedisLink:
+    def __init__(self, url: str, *, key_prefix: str, lease_seconds: float) -> None:
+        self.client: Redis = Redis.from_url(
+            url, socket_connect_timeout=2.0, socket_timeout=5.0, health_check_interval=10
+        )
+        self.url = url
+        self.prefix = key_prefix
+        self.lease_seconds = lease_seconds
+        self.process_id = process_id()
+        self.state = RedisState.DOWN
+        self._watch: asyncio.Task[None] | None = None
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    async def start(self) -> None:
+        """Connect once (a Redis unreachable at start-up is an error the operator must see),
+        then keep watching its health."""
+        await self.client.ping()
+        self.state = RedisState.OK
+        log.info("cluster.redis_connected", process=self.process_id)
+        self._watch = asyncio.create_task(self._watch_health(), name="cluster:redis-health")
+
+    def mark(self, ok: bool, error: BaseException | None = None) -> None:
+        state = RedisState.OK if ok else RedisState.DOWN
+        if state is not self.state:
+            if ok:
+                log.info("cluster.redis_up")
+            else:
+                log.warning("cluster.redis_down", error=repr(error))
+        self.state = state
+
+    async def _watch_health(self) -> None:
+        while True:
+            await asyncio.sleep(PING_EVERY)
+            try:
+                await asyncio.wait_for(self.client.ping(), timeout=PING_EVERY * 2)
+            except Exception as exc:
+                self.mark(False, exc)
+            else:
+                self.mark(True)
+
+    async def aclose(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
+        await self.client.aclose()

@@ -1,0 +1,276 @@
+"""The run registry of a clustered process: ``/stop`` and ``/stopall`` reach runs anywhere.
+
+Each process keeps its own runs (a :class:`~bot.run_registry.LocalRunRegistry`) and mirrors
+them into Redis: a hash per process (``<prefix>:runs:<process>``, expiring a lease after the
+process stops refreshing it) and events on the ``<prefix>:runs`` channel. Every process keeps
+an in-memory view of the other processes' runs from those events, resynchronised from the
+hashes every third of a lease (a missed event, a restarted Redis, a dead process), so the
+gateway's synchronous ``runs_of`` sees every run of a session with its requester and applies
+the same permission rules as for a local one. Stopping a run of another process publishes an
+``abort`` that its owner carries out on its local registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from redis.asyncio.client import PubSub
+
+from bot.cluster.connection import RedisLink
+from bot.run_registry import ActiveRun, LocalRunRegistry
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRun:
+    run: ActiveRun
+    owner: str
+    started: float
+
+
+class RemoteHandle:
+    """The ``task`` of a run in another process: cancelling it asks that process to."""
+
+    def __init__(self, registry: ClusterRunRegistry, run_id: str, session_key: str) -> None:
+        self._registry = registry
+        self._run_id = run_id
+        self._session_key = session_key
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        return self._registry.abort(self._run_id, self._session_key)
+
+    def cancelling(self) -> int:
+        return 0  # not known here; the owner ignores a second abort
+
+
+def _record(run: ActiveRun, owner: str, started: float) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "agent_id": run.agent_id,
+        "session_key": run.session_key,
+        "requester_id": run.requester_id,
+        "parent_run_id": run.parent_run_id,
+        "owner": owner,
+        "started": started,
+    }
+
+
+class ClusterRunRegistry:
+    """A :class:`~bot.run_registry.RunRegistry` whose stops reach every process."""
+
+    def __init__(self, link: RedisLink, local: LocalRunRegistry | None = None) -> None:
+        self.link = link
+        self.local = local or LocalRunRegistry()
+        self.channel = link.key("runs")
+        self.hash_key = link.key("runs", link.process_id)
+        self._started: dict[str, float] = {}
+        self._remote: dict[str, RemoteRun] = {}
+        self._journal: list[dict[str, Any]] | None = None  # events seen during a resync
+        self._ops: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._subscribed = asyncio.Event()
+
+    # -- RunRegistry -----------------------------------------------------------------------
+
+    def register(self, run: ActiveRun) -> None:
+        self.local.register(run)
+        self._started[run.run_id] = time.time()
+        self._ops.put_nowait({"op": "add", "run": _record(run, self.link.process_id, time.time())})
+
+    def unregister(self, run_id: str) -> None:
+        self.local.unregister(run_id)
+        if self._started.pop(run_id, None) is not None:
+            self._ops.put_nowait({"op": "del", "owner": self.link.process_id, "run_id": run_id})
+
+    def runs_of(self, session_key: str) -> list[ActiveRun]:
+        """The session's runs in every process whose parent is not running, oldest first."""
+        mine = [(self._started.get(r.run_id, 0.0), r) for r in self.local.runs_of(session_key)]
+        theirs = [
+            (remote.started, remote.run)
+            for remote in self._remote.values()
+            if remote.run.session_key == session_key
+            and remote.run.parent_run_id not in self._remote
+        ]
+        return [run for _, run in sorted(mine + theirs, key=lambda pair: pair[0])]
+
+    def all_runs(self) -> list[ActiveRun]:
+        return self.local.all_runs()  # the dashboard shows this process's runs
+
+    def abort(self, run_id: str, session_key: str) -> bool:
+        if run_id in self._started:
+            return self.local.abort(run_id, session_key)
+        remote = self._remote.get(run_id)
+        if remote is None or remote.run.session_key != session_key:
+            return False
+        log.info("run.abort_remote", run_id=run_id, session_key=session_key, owner=remote.owner)
+        self._ops.put_nowait(
+            {"op": "abort", "owner": remote.owner, "run_id": run_id, "session_key": session_key}
+        )
+        return True
+
+    def abort_session(self, session_key: str) -> int:
+        cancelled = self.local.abort_session(session_key)
+        remote = [r for r in self._remote.values() if r.run.session_key == session_key]
+        if remote:
+            self._ops.put_nowait(
+                {"op": "abort_session", "session_key": session_key, "from": self.link.process_id}
+            )
+        return cancelled + len(remote)
+
+    @property
+    def active_runs(self) -> int:
+        return self.local.active_runs
+
+    def active_runs_by_agent(self) -> dict[str, int]:
+        return self.local.active_runs_by_agent()
+
+    # -- Redis -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._write(), name="cluster:runs-writer"),
+            asyncio.create_task(self._listen(), name="cluster:runs-listener"),
+            asyncio.create_task(self._refresh(), name="cluster:runs-refresh"),
+        ]
+        # Stops sent by others must reach us from the first run on.
+        await asyncio.wait_for(self._subscribed.wait(), timeout=10)
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        with suppress(Exception):
+            async with self.link.client.pipeline(transaction=True) as pipe:
+                pipe.delete(self.hash_key)
+                gone = {"op": "gone", "owner": self.link.process_id}
+                pipe.publish(self.channel, json.dumps(gone))
+                await pipe.execute()
+
+    def _lease_ms(self) -> int:
+        return int(self.link.lease_seconds * 1000)
+
+    async def _write(self) -> None:
+        # One writer, so a run's "add" always reaches Redis before its "del".
+        while True:
+            op = await self._ops.get()
+            try:
+                await self._send(op)
+            except Exception as exc:
+                self.link.mark(False, exc)
+                # Adds and deletes are repaired by the next refresh; a stop is not.
+                level = log.warning if op["op"].startswith("abort") else log.debug
+                level("cluster.runs_write_failed", op=op["op"], error=repr(exc))
+
+    async def _send(self, op: dict[str, Any]) -> None:
+        async with self.link.client.pipeline(transaction=True) as pipe:
+            if op["op"] == "add":
+                pipe.hset(self.hash_key, op["run"]["run_id"], json.dumps(op["run"]))
+                pipe.pexpire(self.hash_key, self._lease_ms())
+            elif op["op"] == "del":
+                pipe.hdel(self.hash_key, op["run_id"])
+            elif op["op"] == "sync":
+                pipe.delete(self.hash_key)
+                records: dict[Any, Any] = {
+                    run.run_id: json.dumps(
+                        _record(run, self.link.process_id, self._started.get(run.run_id, 0.0))
+                    )
+                    for run in self.local.all_runs()
+                }
+                if records:
+                    pipe.hset(self.hash_key, mapping=records)
+                    pipe.pexpire(self.hash_key, self._lease_ms())
+            if op["op"] != "sync":
+                pipe.publish(self.channel, json.dumps(op))
+            await pipe.execute()
+
+    async def _refresh(self) -> None:
+        while True:
+            await asyncio.sleep(self.link.lease_seconds / 3)
+            self._ops.put_nowait({"op": "sync"})
+            try:
+                await self._resync()
+            except Exception as exc:
+                self.link.mark(False, exc)
+
+    async def _resync(self) -> None:
+        """Rebuild the view of other processes' runs from their hashes."""
+        self._journal = []
+        try:
+            found: dict[str, RemoteRun] = {}
+            client = self.link.client
+            async for key in client.scan_iter(match=self.link.key("runs", "*"), count=200):
+                name = key.decode() if isinstance(key, bytes) else str(key)
+                if name == self.hash_key:
+                    continue
+                for raw in (await client.hgetall(name)).values():
+                    remote = self._remote_run(json.loads(raw))
+                    found[remote.run.run_id] = remote
+            journal = self._journal
+        finally:
+            self._journal = None
+        self._remote = found
+        for event in journal:  # what happened while the hashes were read wins
+            self._apply(event)
+
+    async def _listen(self) -> None:
+        while True:
+            pubsub: PubSub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                await self._resync()  # what was registered before we listened
+                self._subscribed.set()
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        self._on_event(json.loads(message["data"]))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.link.mark(False, exc)
+                await asyncio.sleep(0.5)
+            finally:
+                with suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal.append(event)
+        self._apply(event)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        me = self.link.process_id
+        op = event.get("op")
+        if op == "add" and event["run"]["owner"] != me:
+            remote = self._remote_run(event["run"])
+            self._remote[remote.run.run_id] = remote
+        elif op == "del" and event["owner"] != me:
+            self._remote.pop(event["run_id"], None)
+        elif op == "gone" and event["owner"] != me:
+            self._remote = {k: r for k, r in self._remote.items() if r.owner != event["owner"]}
+        elif op == "abort" and event["owner"] == me and self._journal is None:
+            # (During a resync the event waits in the journal, which replays it once.)
+            log.info("run.abort_requested", run_id=event["run_id"])
+            self.local.abort(event["run_id"], event["session_key"])
+        elif op == "abort_session" and event["from"] != me and self._journal is None:
+            self.local.abort_session(event["session_key"])
+
+    def _remote_run(self, record: dict[str, Any]) -> RemoteRun:
+        run = ActiveRun(
+            record["run_id"],
+            record["agent_id"],
+            record["session_key"],
+            record["requester_id"],
+            RemoteHandle(self, record["run_id"], record["session_key"]),
+            parent_run_id=record.get("parent_run_id"),
+        )
+        return RemoteRun(run, record["owner"], float(record.get("started", 0.0)))

@@ -1,0 +1,76 @@
+"""Fixtures for the cluster tests: a real Redis (LOOPGATE_TEST_REDIS_URL) with a fresh key
+prefix per test, and a fresh Postgres schema shared by the test's Loopgate instances."""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+import bot.app
+from bot.config import Config
+from bot.storage import open_database
+from tests.conftest import make_config
+from tests.fakes.llm_server import FakeLLM
+from tests.storage_support import PG_URL
+
+REDIS_URL = os.environ.get("LOOPGATE_TEST_REDIS_URL", "")
+
+needs_redis = pytest.mark.skipif(
+    not REDIS_URL, reason="set LOOPGATE_TEST_REDIS_URL=redis://127.0.0.1:6379/15 (.ci/run does)"
+)
+needs_postgres = pytest.mark.skipif(
+    not PG_URL, reason="set LOOPGATE_TEST_POSTGRES_URL=postgresql+asyncpg://user:pw@host/db"
+)
+
+
+@pytest.fixture
+async def redis_prefix() -> AsyncIterator[str]:
+    """A key prefix no other test uses; its keys are deleted afterwards."""
+    prefix = f"lgtest-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    client: Redis = Redis.from_url(REDIS_URL)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def shared_schema(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """Every Loopgate of the test opens the same fresh Postgres schema, dropped afterwards."""
+    schema = f"test_{uuid.uuid4().hex[:16]}"
+    monkeypatch.setattr(bot.app, "open_database", functools.partial(open_database, schema=schema))
+    yield schema
+    async with await open_database(PG_URL, schema=schema) as db, db.engine.begin() as conn:
+        await conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+ClusterConfig = Callable[..., Config]
+
+
+@pytest.fixture
+def cluster_config(
+    tmp_path: Path, llm: FakeLLM, redis_prefix: str, shared_schema: str
+) -> ClusterConfig:
+    """``cluster_config(**sections)``: Postgres + Redis, a 2-second lease."""
+
+    def build(**sections: Any) -> Config:
+        return make_config(
+            tmp_path,
+            llm,
+            database={"url": PG_URL},
+            redis={"url": REDIS_URL},
+            cluster={"lease_seconds": 2, "key_prefix": redis_prefix},
+            **sections,
+        )
+
+    return build

@@ -1,0 +1,115 @@
+"""``/healthz`` of a clustered process: ``redis: ok|down``, the process id, the poller per
+polling channel; Redis down makes the service ``degraded`` (still 200), and it recovers."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.app import Loopgate
+from bot.http.health import health_report
+from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from tests.conftest import make_config
+from tests.fakes.llm_server import FakeLLM
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateRedis:
+    """A redis-server of this test's own, so it can be stopped and started again."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""],
+            cwd=self.workdir,
+            stdout=subprocess.DEVNULL,
+        )
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it)")
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+async def test_single_process_health_is_unchanged(tmp_path: Path, llm: FakeLLM) -> None:
+    async with Loopgate(make_config(tmp_path, llm)) as app:
+        body, status = await health_report(app)
+    assert app.cluster is None
+    assert status == 200 and body["status"] == "ok"
+    assert not {"redis", "process", "poller"} & set(body)
+
+
+@pytest.fixture
+async def clustered(
+    cluster_config: ClusterConfig, private_redis: PrivateRedis
+) -> AsyncIterator[Loopgate]:
+    config = cluster_config()
+    config.redis.url = private_redis.url
+    for _ in range(50):  # the server needs a moment to listen
+        try:
+            socket.create_connection(("127.0.0.1", private_redis.port), timeout=0.1).close()
+            break
+        except OSError:
+            await asyncio.sleep(0.05)
+    async with Loopgate(config) as app:
+        yield app
+
+
+async def wait_health(app: Loopgate, redis: str) -> dict[str, object]:
+    for _ in range(100):
+        body, status = await health_report(app)
+        assert status == 200
+        if body["redis"] == redis:
+            return body
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"redis never became {redis}")
+
+
+@needs_redis
+@needs_postgres
+async def test_redis_down_degrades_and_recovers(
+    clustered: Loopgate, private_redis: PrivateRedis
+) -> None:
+    assert clustered.cluster is not None
+    body = await wait_health(clustered, "ok")
+    assert body["status"] == "ok"
+    assert body["process"] == clustered.cluster.process_id
+    assert str(body["process"]).count(":") == 2  # host:pid:random
+    assert body["poller"] == {}  # no polling channel configured
+    private_redis.stop()
+    body = await wait_health(clustered, "down")
+    assert body["status"] == "degraded"
+    assert body["database"] == "ok"
+    private_redis.start()
+    body = await wait_health(clustered, "ok")
+    assert body["status"] == "ok"

@@ -1,0 +1,108 @@
+"""One poller per bot: two Loopgate instances with Telegram polling on one fake Bot API; only
+the elected one calls ``getUpdates``, and when it stops renewing its lease (a killed process)
+the other takes over within ``cluster.lease_seconds``, losing and doubling nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+from telegram import Bot
+
+from bot.app import Loopgate
+from bot.http.health import health_report
+from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from tests.fakes.telegram_server import FakeTelegram
+from tests.telegram_support import channel_of
+
+pytestmark = [needs_redis, needs_postgres]
+
+LEASE = 2.0
+
+
+@pytest.fixture
+def polls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Bot, float]]:
+    """Every ``getUpdates`` call: which instance's bot made it, and when."""
+    calls: list[tuple[Bot, float]] = []
+    original = Bot.get_updates
+
+    async def counted(self: Bot, *args: Any, **kwargs: Any) -> Any:
+        calls.append((self, time.monotonic()))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Bot, "get_updates", counted)
+    return calls
+
+
+@pytest.fixture
+async def pair(
+    cluster_config: ClusterConfig, tg: FakeTelegram
+) -> AsyncIterator[tuple[Loopgate, Loopgate]]:
+    telegram = {
+        "enabled": True,
+        "token": tg.token,
+        "api_base_url": tg.base_url,
+        "polling_timeout": 1,
+        "rate_limit": "off",
+        "streaming": "off",
+    }
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(
+            Loopgate(cluster_config(channels={"telegram": telegram}))
+        )
+        b = await stack.enter_async_context(
+            Loopgate(cluster_config(channels={"telegram": telegram}))
+        )
+        yield a, b
+
+
+def is_poller(app: Loopgate) -> bool:
+    assert app.cluster is not None
+    return app.cluster.pollers["telegram"].holds()
+
+
+async def until(predicate: Any, timeout: float) -> None:
+    async def loop() -> None:
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(loop(), timeout)
+
+
+async def test_one_poller_and_takeover_without_loss_or_double(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram, polls: list[tuple[Bot, float]]
+) -> None:
+    a, b = pair
+    await until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
+    leader, follower = (a, b) if is_poller(a) else (b, a)
+    assert not is_poller(follower)
+    first = tg.push(tg.private_message("one"))
+    await tg.wait_for(lambda: tg.texts() == ["echo: one"])
+    await asyncio.sleep(1.5)  # a few long polls more
+    assert polls and {id(bot) for bot, _ in polls} == {id(channel_of(leader).bot)}
+
+    leader_health, _ = await health_report(leader)
+    follower_health, _ = await health_report(follower)
+    assert leader_health["poller"] == {"telegram": True}
+    assert follower_health["poller"] == {"telegram": False}
+
+    # The leader stops renewing without handing the lock back, like a killed process; an
+    # update arrives meanwhile (the old leader may fetch it in its last poll, and drops it).
+    assert leader.cluster is not None
+    leader.cluster.abandon()
+    abandoned = time.monotonic()
+    second = tg.push(tg.private_message("two"))
+    await until(lambda: is_poller(follower), LEASE + 1)
+    took_over = time.monotonic() - abandoned
+    assert took_over <= LEASE + 0.3, took_over
+    await tg.wait_for(lambda: len(tg.texts()) >= 2)
+    await asyncio.sleep(1.5)  # time for a double, if there were one
+    assert tg.texts() == ["echo: one", "echo: two"]
+    follower_bot = channel_of(follower).bot
+    assert all(at >= abandoned for bot, at in polls if bot is follower_bot)
+    # The follower confirmed past both updates: Telegram will not hand them out again.
+    assert [u["update_id"] for u in tg.updates if u["update_id"] in (first, second)] == []
