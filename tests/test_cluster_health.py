@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from agent_core.run import RunStatus
 from bot.app import Loopgate
 from bot.http.health import health_report
+from channels import ChatRef, ChatType
 from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
-from tests.conftest import make_config
-from tests.fakes.llm_server import FakeLLM
+from tests.conftest import ChatDriver, make_config
+from tests.fakes.llm_server import FakeLLM, delay, text
 
 
 def free_port() -> int:
@@ -113,3 +115,31 @@ async def test_redis_down_degrades_and_recovers(
     private_redis.start()
     body = await wait_health(clustered, "ok")
     assert body["status"] == "ok"
+
+
+@needs_redis
+@needs_postgres
+async def test_stops_work_again_after_a_redis_restart(
+    clustered: Loopgate, private_redis: PrivateRedis, llm: FakeLLM
+) -> None:
+    await wait_health(clustered, "ok")
+    private_redis.stop()
+    await wait_health(clustered, "down")
+    private_redis.start()
+    await wait_health(clustered, "ok")
+    llm.script(delay(10.0, text("too late")))
+    async with Loopgate(clustered.config) as other:
+        chat = ChatRef("web", "dm-alice", ChatType.DIRECT)
+        here, there = ChatDriver(clustered, chat), ChatDriver(other, chat)
+        # The run is in the process that lived through the restart: its subscription must be
+        # back for the stop to reach it.
+        done = await here.send("slow")
+        assert done is not None
+        key = "agent:main:web:direct:dm-alice"
+        for _ in range(100):
+            if other.registry.runs_of(key):
+                break
+            await asyncio.sleep(0.05)
+        await there.send("/stop")
+        result = await asyncio.wait_for(done, 1.0)
+        assert result is not None and result.status is RunStatus.CANCELLED

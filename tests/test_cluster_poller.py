@@ -15,8 +15,10 @@ from telegram import Bot
 
 from bot.app import Loopgate
 from bot.http.health import health_report
+from channels.zalo import ZaloBotClient
 from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.zalo_server import DEFAULT_TOKEN, FakeZalo, text_event
 from tests.telegram_support import channel_of
 
 pytestmark = [needs_redis, needs_postgres]
@@ -106,3 +108,48 @@ async def test_one_poller_and_takeover_without_loss_or_double(
     assert all(at >= abandoned for bot, at in polls if bot is follower_bot)
     # The follower confirmed past both updates: Telegram will not hand them out again.
     assert [u["update_id"] for u in tg.updates if u["update_id"] in (first, second)] == []
+
+
+async def test_zalo_is_polled_by_one_process_too(
+    cluster_config: ClusterConfig, zalo: FakeZalo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[ZaloBotClient, float]] = []
+    original = ZaloBotClient.get_updates
+
+    async def counted(self: ZaloBotClient, wait: int = 30) -> Any:
+        calls.append((self, time.monotonic()))
+        return await original(self, wait)
+
+    monkeypatch.setattr(ZaloBotClient, "get_updates", counted)
+    section = {
+        "enabled": True,
+        "token": DEFAULT_TOKEN,
+        "api_base_url": zalo.base_url,
+        "mode": "polling",
+        "polling_timeout": 1,
+        "backoff_initial": 0.02,
+        "backoff_max": 0.5,
+    }
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Loopgate(cluster_config(channels={"zalo": section})))
+        b = await stack.enter_async_context(Loopgate(cluster_config(channels={"zalo": section})))
+        assert a.cluster is not None and b.cluster is not None
+        leases = {a: a.cluster.pollers["zalo"], b: b.cluster.pollers["zalo"]}
+        await until(lambda: any(lease.holds() for lease in leases.values()), LEASE + 1)
+        leader, follower = (a, b) if leases[a].holds() else (b, a)
+        zalo.push(text_event("one"))
+        await until(lambda: zalo.texts() == ["echo: one"], 10)
+        await asyncio.sleep(1.0)
+        clients = {id(client) for client, _ in calls}
+        assert clients == {id(leader.gateway.channels["zalo"].client)}  # type: ignore[attr-defined]
+        assert leader.cluster is not None
+        leader.cluster.abandon()
+        abandoned = time.monotonic()
+        await until(lambda: leases[follower].holds(), LEASE + 1)
+        assert time.monotonic() - abandoned <= LEASE + 0.3
+        zalo.push(text_event("two"))
+        await until(lambda: len(zalo.texts()) >= 2, 10)
+        await asyncio.sleep(1.0)
+        assert zalo.texts() == ["echo: one", "echo: two"]
+        follower_client = follower.gateway.channels["zalo"].client  # type: ignore[attr-defined]
+        assert any(client is follower_client and at > abandoned for client, at in calls)
