@@ -118,12 +118,13 @@ def cpu_seconds(root: int) -> float:
     return total / TICKS
 
 
-def peak_rss_mib(root: int) -> float:
+def peak_rss_mib(root: int, field: str = "VmHWM") -> float:
+    """``VmHWM`` (the peak) or ``VmRSS`` (now) of the process tree, in MiB."""
     total = 0
     for pid in process_tree(root):
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     total += int(line.split()[1])
     return total / 1024
 
@@ -192,6 +193,7 @@ class Result:
     seconds: float = 0.0
     cpu: float = 0.0
     rss: float = 0.0
+    end_rss: float = 0.0
     startup_rss: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
@@ -205,6 +207,7 @@ class Result:
             "throughput_rps": round(self.replies / self.seconds, 1),
             "cpu_ms_per_reply": round(self.cpu * 1000 / self.replies, 2),
             "peak_rss_mib": round(self.rss, 1),
+            "end_rss_mib": round(self.end_rss, 1),
             "startup_rss_mib": round(self.startup_rss, 1),
             "replies": self.replies + len(self.latencies),
         }
@@ -237,6 +240,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
             result.cpu = cpu_seconds(pid) - cpu0
             result.replies = args.chats * args.per_chat
             result.rss = peak_rss_mib(pid)
+            result.end_rss = peak_rss_mib(pid, "VmRSS")
             if args.profile is not None:
                 os.kill(pid, signal.SIGUSR2)
                 for _ in range(600):
@@ -262,8 +266,8 @@ def print_table(data: dict[str, Any], args: argparse.Namespace) -> None:
         (f"throughput ({args.chats} chats x {args.per_chat})",
          f"{data['throughput_rps']} replies/s"),
         ("CPU per reply, throughput", f"{data['cpu_ms_per_reply']} ms"),
-        ("peak RSS (VmHWM) / after start-up", f"{data['peak_rss_mib']} / "
-         f"{data['startup_rss_mib']} MiB"),
+        ("RSS peak (VmHWM) / at the end / after start-up", f"{data['peak_rss_mib']} / "
+         f"{data['end_rss_mib']} / {data['startup_rss_mib']} MiB"),
     ]  # fmt: skip
     width = max(len(name) for name, _ in rows) + 2
     for name, value in rows:
