@@ -10,11 +10,13 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agent_core.run import RunStatus
 from bot.app import Loopgate
 from bot.http.health import health_report
+from bot.http.server import create_app
 from channels import ChatRef, ChatType
 from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.conftest import ChatDriver, make_config
@@ -108,6 +110,12 @@ async def test_redis_down_degrades_and_recovers(
     assert body["process"] == clustered.cluster.process_id
     assert str(body["process"]).count(":") == 2  # host:pid:random
     assert body["poller"] == {}  # no polling channel configured
+    transport = httpx.ASGITransport(app=create_app(clustered, manage_lifespan=False))
+    async with httpx.AsyncClient(transport=transport, base_url="http://loopgate") as client:
+        response = await client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["redis"] == "ok"
+    assert response.json()["process"] == clustered.cluster.process_id
     private_redis.stop()
     body = await wait_health(clustered, "down")
     assert body["status"] == "degraded"
