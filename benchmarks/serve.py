@@ -13,6 +13,7 @@ instantly (both from tests/fakes, over real HTTP on 127.0.0.1, in this process),
   process tree.
 
     python benchmarks/serve.py [--latency 50] [--chats 200] [--per-chat 5] [--out result.json]
+    python benchmarks/serve.py --restart   # measure a restart (database already migrated)
     python benchmarks/serve.py --profile serve.prof     # + cProfile of the throughput phase
     python benchmarks/serve.py --show-profile serve.prof 1000 35.0   # its tables again, scaled
 
@@ -217,6 +218,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
     result = Result()
     async with FakeLLM() as llm, BenchTelegram() as tg:
         config = write_config(workdir, llm, tg)
+        if args.restart:  # a deployment's usual start: the database exists and is migrated
+            first, first_log = await start_serve(workdir, config, None)
+            await stop_serve(first, first_log)
         proc, log = await start_serve(workdir, config, args.profile, args.sample)
         try:
             pid = proc.pid
@@ -248,13 +252,17 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
                         break
                     await asyncio.sleep(0.1)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-            log.close()
+            await stop_serve(proc, log)
     return result
+
+
+async def stop_serve(proc: asyncio.subprocess.Process, log: Any) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), 30)
+    except TimeoutError:
+        proc.kill()
+    log.close()
 
 
 def print_table(data: dict[str, Any], args: argparse.Namespace) -> None:
@@ -366,6 +374,11 @@ def main() -> None:
         help="with --profile: sample the stack every ms instead of cProfile (no call overhead)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (log, database)")
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="start and stop the server once first, so the measured one opens a migrated database",
+    )
     parser.add_argument(
         "--show-profile",
         nargs=3,
