@@ -33,7 +33,9 @@ def _imported_after(code: str, cwd: Path) -> set[str]:
 
 
 def test_head_revision_constant_matches_the_migrations_folder() -> None:
-    assert head_revision() == HEAD_REVISION
+    # A new migration must move the constant too, or every start would import Alembic for
+    # nothing (and a database at the old head would not be upgraded).
+    assert head_revision() == HEAD_REVISION, "set HEAD_REVISION in bot/storage/db.py"
 
 
 async def test_a_database_at_head_opens_without_alembic(tmp_path: Path) -> None:
