@@ -9,11 +9,13 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 import pytest
+from redis.asyncio import Redis
+from structlog.testing import capture_logs
 
 from agent_core.run import RunStatus
 from bot.app import Loopgate
 from channels import ChatRef, ChatType
-from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from tests.cluster_support import REDIS_URL, ClusterConfig, needs_postgres, needs_redis
 from tests.conftest import ChatDriver
 from tests.fakes.llm_server import FakeLLM, delay, text
 
@@ -116,3 +118,29 @@ async def test_a_process_starting_leaves_a_live_peers_work_alone(
             assert in_a.texts() == ["the answer"]
             assert in_b.texts() == []
             assert len(llm.chat_requests) == 1
+
+
+async def test_stray_events_and_records_are_ignored(
+    pair: tuple[Loopgate, Loopgate], llm: FakeLLM, redis_prefix: str
+) -> None:
+    a, b = pair
+    client: Redis = Redis.from_url(REDIS_URL)
+    with capture_logs() as logs:
+        try:
+            for junk in ("not json", '{"op": "add"}', "[1, 2]", '{"op": "abort"}'):
+                await client.publish(f"{redis_prefix}:runs", junk)
+            await client.hset(f"{redis_prefix}:runs:ghost", "r", "not json")
+        finally:
+            await client.aclose()
+        await asyncio.sleep(1.0)  # a refresh (every lease/3) reads the bad record too
+    events = {entry["event"] for entry in logs}
+    assert {"cluster.runs_bad_event", "cluster.runs_bad_record"} <= events
+    llm.script(delay(10.0, text("too late")))
+    in_a, in_b = ChatDriver(a, DM), ChatDriver(b, DM)
+    done = await in_b.send("a slow question")
+    assert done is not None
+    await seen_by(a, DM, 1)
+    await in_a.send("/stop")
+    result = await asyncio.wait_for(done, 1.0)
+    assert result is not None and result.status is RunStatus.CANCELLED
+    assert a.cluster is not None and a.cluster.link.state.value == "ok"

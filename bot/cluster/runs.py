@@ -81,8 +81,8 @@ class ClusterRunRegistry:
 
     def register(self, run: ActiveRun) -> None:
         self.local.register(run)
-        self._started[run.run_id] = time.time()
-        self._ops.put_nowait({"op": "add", "run": _record(run, self.link.process_id, time.time())})
+        started = self._started[run.run_id] = time.time()
+        self._ops.put_nowait({"op": "add", "run": _record(run, self.link.process_id, started)})
 
     def unregister(self, run_id: str) -> None:
         self.local.unregister(run_id)
@@ -213,14 +213,18 @@ class ClusterRunRegistry:
                 if name == self.hash_key:
                     continue
                 for raw in (await client.hgetall(name)).values():
-                    remote = self._remote_run(json.loads(raw))
+                    try:
+                        remote = self._remote_run(json.loads(raw))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        log.warning("cluster.runs_bad_record", key=name, error=repr(exc))
+                        continue
                     found[remote.run.run_id] = remote
             journal = self._journal
         finally:
             self._journal = None
         self._remote = found
         for event in journal:  # what happened while the hashes were read wins
-            self._apply(event)
+            self._safe_apply(event)
 
     async def _listen(self) -> None:
         while True:
@@ -232,7 +236,7 @@ class ClusterRunRegistry:
                 while True:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None and message.get("type") == "message":
-                        self._on_event(json.loads(message["data"]))
+                        self._on_message(message["data"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -242,10 +246,22 @@ class ClusterRunRegistry:
                 with suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
 
-    def _on_event(self, event: dict[str, Any]) -> None:
+    def _on_message(self, data: bytes | str) -> None:
+        try:
+            event = json.loads(data)
+        except ValueError as exc:
+            log.warning("cluster.runs_bad_event", error=repr(exc))
+            return
         if self._journal is not None:
             self._journal.append(event)
-        self._apply(event)
+        self._safe_apply(event)
+
+    def _safe_apply(self, event: Any) -> None:
+        try:
+            self._apply(event)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            # A stray publish or another version's event: Redis itself is fine, go on.
+            log.warning("cluster.runs_bad_event", error=repr(exc))
 
     def _apply(self, event: dict[str, Any]) -> None:
         me = self.link.process_id
