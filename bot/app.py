@@ -29,6 +29,7 @@ from bot.agents import AgentRouter
 from bot.channel_startup import ChannelStarter
 from bot.cluster.service import Cluster
 from bot.config import Config
+from bot.dedupe import DedupeStore
 from bot.evolution.service import EvolutionService
 from bot.gateway import Gateway
 from bot.maintenance import run_periodically
@@ -137,6 +138,7 @@ class Loopgate:
             orchestration=orchestration,
             tasks=orchestration,
             mcp=self.mcp,
+            locks=self.cluster.locks if self.cluster is not None else None,
         )
         # New or changed MCP tools reach each agent the next time it is resolved.
         self.mcp.on_change(lambda _server: router.invalidate())
@@ -147,12 +149,21 @@ class Loopgate:
         self._evolution.start()
         dedupe = SqlDedupeStore(self._db)
         self._start_background(run_periodically("dedupe.prune", dedupe.prune))
-        self.inbox = SqlInbox(self._db) if self.durable else None
+        if self.durable and self.cluster is not None:
+            # One identity per process in Redis and in the inbox; a dead process's entries
+            # are taken over after the same lease as its sessions.
+            self.inbox = SqlInbox(
+                self._db,
+                owner=self.cluster.process_id,
+                lease_seconds=self.config.cluster.lease_seconds,
+            )
+        else:
+            self.inbox = SqlInbox(self._db) if self.durable else None
         gateway = Gateway(
             self.config,
             router=router,
             registry=self.registry,
-            dedupe=dedupe,
+            dedupe=self._shared_dedupe(dedupe),
             events=self.events,
             sessions=sessions,
             access=AccessPolicy(self.config, PairingStore(self._db)),
@@ -182,13 +193,35 @@ class Loopgate:
     async def _replay(self, gateway: Gateway, inbox: SqlInbox) -> None:
         # Queued before any channel receives, so each session's replayed messages go first.
         max_age = self.config.bot.replay_max_age
-        await replay_pending(gateway, inbox, max_age=max_age, all_owners=self.cluster is None)
+        if self.cluster is not None:
+            await self._distribute(gateway, inbox, max_age)
+            return
+        await replay_pending(gateway, inbox, max_age=max_age)
         self._start_background(
             run_periodically(
                 "inbox.sweep",
                 lambda: sweep(gateway, inbox, max_age=max_age),
                 every=SWEEP_EVERY_SECONDS,
                 first_after=SWEEP_EVERY_SECONDS,
+            )
+        )
+        self._start_background(run_periodically("inbox.prune", inbox.prune))
+
+    async def _distribute(self, gateway: Gateway, inbox: SqlInbox, max_age: float) -> None:
+        """Several processes: what nobody holds is claimed session by session, at start-up
+        and by every sweep, never a live peer's work (docs/scaling.md)."""
+        assert self.cluster is not None
+        work = self.cluster.distribute(inbox, max_age=max_age)
+        self._stack.push_async_callback(work.aclose)  # after the gateway handed entries back
+        await work.attach(gateway)
+        gateway.work = work
+        # A web chat's socket (or the terminal) is in this process: only it can answer there.
+        gateway.local_channels = frozenset({self.web.name, self.terminal.name})
+        await work.sweep()
+
+        self._start_background(
+            run_periodically(
+                "inbox.sweep", work.sweep, every=work.sweep_every, first_after=work.sweep_every
             )
         )
         self._start_background(run_periodically("inbox.prune", inbox.prune))
@@ -205,6 +238,10 @@ class Loopgate:
             if agent_id and agent_id not in known:
                 log.warning("agent.unknown", key=key, agent_id=agent_id, known=sorted(known))
 
+    def _shared_dedupe(self, store: SqlDedupeStore) -> DedupeStore:
+        # Clustered: a repeat that reaches any process is caught in Redis, not the database.
+        return self.cluster.dedupe(store) if self.cluster is not None else store
+
     def _start_background(self, coro: Coroutine[Any, Any, None]) -> None:
         # Cancelled first in aclose: housekeeping must not touch what is being closed.
         self._background.append(asyncio.create_task(coro))
@@ -212,8 +249,9 @@ class Loopgate:
     def _channels(self) -> list[Channel]:
         deps = PlatformDeps(
             state=SqlChannelState(self.db),
-            seen=SqlDedupeStore(self.db),
+            seen=self._shared_dedupe(SqlDedupeStore(self.db)),
             poll_gate=self.cluster.poll_gate if self.cluster is not None else None,
+            pace_store=self.cluster.pace_store if self.cluster is not None else None,
         )
         return [self.web, self.terminal, *build_platform_channels(self.config, deps)]
 

@@ -99,6 +99,11 @@ class Bursts:
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
+    @property
+    def sessions(self) -> set[str]:
+        """Sessions with a burst waiting for its window or an interrupted run to end."""
+        return {key[0] for key in (*self._windows, *self._interrupted)}
+
     def starts_at_once(self, job: Job) -> bool:
         """Whether ``job`` would start as soon as it is submitted (its inbox entry is then
         stored as ``running`` at once)."""

@@ -49,6 +49,13 @@ class SessionResetter(Protocol):
     async def reset_session(self, session_key: str) -> object: ...
 
 
+class WorkClaims(Protocol):
+    """Several processes share the inbox (``bot/cluster/work.py``): a message is stored
+    unowned and queued by the process that holds its session."""
+
+    def dispatch(self, job: Job) -> None: ...
+
+
 class Gateway:
     def __init__(
         self,
@@ -80,6 +87,10 @@ class Gateway:
             limiter = MemorySenderLimiter(limit.per_minute, limit.burst)
         self.limiter = limiter
         self.accepting = True
+        self.work: WorkClaims | None = None
+        self.local_channels: frozenset[str] = frozenset()
+        """Channels whose chats live in this process (web chat, terminal): never handed to
+        another process, whatever ``work`` says."""
         self.channels: dict[str, Channel] = {}
         self._streams: dict[str, StreamOptions | None] = {}
         self.turns = TurnRunner(config.bot, router, registry, events, inbox)
@@ -142,6 +153,11 @@ class Gateway:
         if not await self._within_rate_limit(msg, channel):
             return None
         job = self._job(msg, agent_id, key)
+        shared = (
+            self.work is not None
+            and self.inbox is not None
+            and msg.chat.channel not in self.local_channels
+        )
         if self.inbox is None:
             if not await self._first_delivery(msg):
                 return None
@@ -149,7 +165,8 @@ class Gateway:
             try:
                 # The dedupe record and the stored message are one transaction: a redelivery
                 # is either this message's duplicate or was never taken, nothing in between.
-                await self._store(job, msg.dedupe_key, starts=self.bursts.starts_at_once(job))
+                starts = not shared and self.bursts.starts_at_once(job)
+                await self._store(job, msg.dedupe_key, starts=starts, owned=not shared)
             except Exception as exc:
                 log.error("inbound.not_accepted", reason="inbox_failed", error=str(exc))
                 raise NotAccepted("the database is unavailable") from exc
@@ -157,10 +174,13 @@ class Gateway:
                 log.info("inbound.duplicate", key=msg.dedupe_key)
                 return None
         job.reactions.received_soon()  # overlaps the turn's start (history, prompt, model)
-        self.bursts.submit(job)
+        if shared and self.work is not None:
+            self.work.dispatch(job)  # queued here only if this process holds the session
+        else:
+            self.bursts.submit(job)
         return job
 
-    async def _store(self, job: Job, dedupe_key: str, *, starts: bool) -> None:
+    async def _store(self, job: Job, dedupe_key: str, *, starts: bool, owned: bool = True) -> None:
         """Put the job's message in the inbox (``running`` at once when it ``starts``); its
         ``inbox_id`` stays None for a duplicate. Raises what the database raised."""
         assert self.inbox is not None
@@ -171,6 +191,7 @@ class Gateway:
             session_key=job.session_key,
             agent_id=job.agent_id,
             running=starts,
+            owned=owned,
         )
 
     async def _first_delivery(self, msg: InboundMessage) -> bool:
@@ -215,8 +236,9 @@ class Gateway:
         log.info("announce.queued", task_id=child.task_id, session_key=job.session_key)
         self.scheduler.submit(job)
 
-    def resubmit(self, entry: InboxEntry) -> Job:
-        """Queue an inbox entry an earlier process left unanswered (see ``bot/replay.py``)."""
+    def resubmit(self, entry: InboxEntry, *, replayed: bool = True) -> Job:
+        """Queue an inbox entry an earlier process left unanswered (see ``bot/replay.py``);
+        ``replayed`` False: one a peer process received and this one claimed, not started."""
         job = self._job(
             entry.message,
             entry.agent_id,
@@ -224,10 +246,14 @@ class Gateway:
             inbox_id=entry.id,
             answer=entry.answer,
             parts=list(entry.parts),
-            replayed=True,
+            replayed=replayed,
         )
         self.scheduler.submit(job)
         return job
+
+    def busy_sessions(self) -> set[str]:
+        """Sessions with a message waiting or running here."""
+        return self.scheduler.sessions | self.bursts.sessions
 
     def _job(self, msg: InboundMessage, agent_id: str, key: str, **replay: Any) -> Job:
         bot = self.config.bot

@@ -39,7 +39,7 @@ async def replay_pending(
     ``all_owners=False`` (several processes): only what nobody holds, not a live peer's work.
     """
     entries = await inbox.take_over(all_owners=all_owners)
-    report = await _requeue(gateway, inbox, entries, max_age=max_age)
+    report = await requeue(gateway, inbox, entries, max_age=max_age)
     if report.replayed or report.expired or report.failed:
         log.info(
             "inbox.replay",
@@ -56,12 +56,13 @@ async def sweep(gateway: Gateway, inbox: SqlInbox, *, max_age: float) -> ReplayR
     if not gateway.accepting:
         return ReplayReport()
     entries = await inbox.take_over(all_owners=False)
-    return await _requeue(gateway, inbox, entries, max_age=max_age)
+    return await requeue(gateway, inbox, entries, max_age=max_age)
 
 
-async def _requeue(
+async def requeue(
     gateway: Gateway, inbox: SqlInbox, entries: list[InboxEntry], *, max_age: float
 ) -> ReplayReport:
+    """Queue entries an earlier process left (expired ones end, a gone channel fails them)."""
     replayed = expired = failed = 0
     now = utcnow()
     for entry in entries:

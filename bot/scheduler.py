@@ -137,6 +137,10 @@ class Scheduler(Generic[J]):
             del self._lanes[session_key]
 
     @property
+    def sessions(self) -> set[str]:
+        return set(self._lanes)
+
+    @property
     def lanes(self) -> int:
         return len(self._lanes)
 

@@ -11,9 +11,15 @@ from typing import Any
 import structlog
 
 from bot.cluster.connection import RedisLink, RedisState
+from bot.cluster.dedupe import FastDedupe
+from bot.cluster.locks import RedisLocks
+from bot.cluster.pacing import RedisPaceStore
 from bot.cluster.poller_lease import PollerLease
 from bot.cluster.runs import ClusterRunRegistry
+from bot.cluster.work import ClusterWork
 from bot.config import Config
+from bot.dedupe import DedupeStore
+from bot.storage.inbox import SqlInbox
 
 log = structlog.get_logger(__name__)
 
@@ -27,6 +33,9 @@ class Cluster:
         )
         self.registry = ClusterRunRegistry(self.link)
         self.pollers: dict[str, PollerLease] = {}
+        self.locks = RedisLocks(self.link)
+        """The compaction and seeding locks lent to every agent (``agent_core.locks``)."""
+        self.work: ClusterWork | None = None
 
     @property
     def process_id(self) -> str:
@@ -36,6 +45,19 @@ class Cluster:
         """The poller election for ``channel`` (``PlatformDeps.poll_gate``)."""
         lease = self.pollers[channel] = PollerLease(self.link, channel, token)
         return lease
+
+    def pace_store(self, channel: str, token: str) -> RedisPaceStore:
+        """The bot's send budgets shared by every process (``PlatformDeps.pace_store``)."""
+        return RedisPaceStore(self.link, channel, token)
+
+    def dedupe(self, durable: DedupeStore) -> FastDedupe:
+        """``durable`` behind the Redis fast path every process shares."""
+        return FastDedupe(self.link, durable)
+
+    def distribute(self, inbox: SqlInbox, *, max_age: float) -> ClusterWork:
+        """Work distribution over the shared ``inbox`` (``bot/cluster/work.py``)."""
+        self.work = ClusterWork(self.link, inbox, max_age=max_age)
+        return self.work
 
     async def start(self) -> None:
         await self.link.start()
@@ -57,6 +79,7 @@ class Cluster:
             "redis": self.link.state.value,
             "process": self.process_id,
             "poller": {name: lease.holds() for name, lease in self.pollers.items()},
+            "leases": self.work.health() if self.work is not None else {},
         }
 
     @property

@@ -91,7 +91,12 @@ class SqlInbox:
             return int(result.scalar_one())
 
     def _insert(
-        self, msg: InboundMessage, session_key: str, agent_id: str, running: bool
+        self,
+        msg: InboundMessage,
+        session_key: str,
+        agent_id: str,
+        running: bool,
+        owned: bool = True,
     ) -> Executable:
         now = utcnow()
         return (
@@ -110,8 +115,10 @@ class SqlInbox:
                 created_at=now,
                 updated_at=now,
                 # Held by this process from the start: a sweep must not take it over meanwhile.
-                owner=self.owner,
-                lease_until=now + self.lease,
+                # Unowned when several processes share the inbox: whoever holds the session
+                # claims it (claim_session), so one chat is answered by one process, in order.
+                owner=self.owner if owned else None,
+                lease_until=now + self.lease if owned else None,
             )
             .returning(InboxRow.id)
         )
@@ -124,9 +131,11 @@ class SqlInbox:
         session_key: str,
         agent_id: str,
         running: bool = False,
+        owned: bool = True,
     ) -> int | None:
         """Record ``dedupe_key`` as processed and store ``msg``, in one transaction; None (and
-        nothing stored) when the key was processed before: a platform redelivery."""
+        nothing stored) when the key was processed before: a platform redelivery.
+        ``owned`` False stores it for whichever process claims its session."""
         seen = (
             upsert_insert(self._db, ProcessedMessageRow)
             .values(key=fit_key(dedupe_key), created_at=utcnow())
@@ -135,7 +144,9 @@ class SqlInbox:
         async with self._db.write_connection(urgent=True) as conn:
             if not (await conn.execute(seen)).rowcount:
                 return None
-            result = await conn.execute(self._insert(msg, session_key, agent_id, running))
+            result = await conn.execute(
+                self._insert(msg, session_key, agent_id, running and owned, owned)
+            )
             return int(result.scalar_one())
 
     async def start(self, entry_id: int) -> None:
@@ -209,6 +220,18 @@ class SqlInbox:
                 )
             )
 
+    async def release_queued(self) -> int:
+        """Give back what this process holds but never started (a clean stop of one process
+        of several): the others claim it at once instead of after the lease."""
+        async with self._db.write_connection() as conn:
+            result = await conn.execute(
+                update(InboxRow)
+                .where(InboxRow.owner == self.owner, InboxRow.state == InboxState.QUEUED.value)
+                .values(owner=None, lease_until=None, updated_at=utcnow())
+            )
+        released: int = result.rowcount
+        return released
+
     async def take_over(self, *, all_owners: bool = True) -> list[InboxEntry]:
         """Claim the pending entries a previous process left, oldest first.
 
@@ -233,6 +256,49 @@ class SqlInbox:
                     .values(owner=self.owner, lease_until=now + self.lease)
                 )
         return [_entry(row) for row in rows]
+
+    def _claimable(self, now: datetime) -> Any:
+        return InboxRow.state.in_([s.value for s in PENDING]) & or_(
+            InboxRow.owner.is_(None),
+            (InboxRow.owner != self.owner) & (InboxRow.lease_until < now),
+        )
+
+    async def claimable_sessions(self, limit: int = 200) -> list[str]:
+        """Sessions with entries nobody holds (new, released, or a dead process's), oldest
+        first: what a process of a cluster may claim once it holds the session."""
+        first = func.min(InboxRow.id)
+        async with self._db.sessionmaker() as s:
+            rows = await s.execute(
+                select(InboxRow.session_key, first)
+                .where(self._claimable(utcnow()))
+                .group_by(InboxRow.session_key)
+                .order_by(first)
+                .limit(limit)
+            )
+            return [key for key, _ in rows.all()]
+
+    async def claim_session(self, session_key: str) -> list[InboxEntry]:
+        """Take every claimable entry of one session, oldest first, under this process's
+        lease. The caller must hold the session (``bot/cluster/work.py``); the row locks
+        (``FOR UPDATE SKIP LOCKED`` on Postgres) still keep two claimers from taking one entry
+        even if two processes believed they held it."""
+        now = utcnow()
+        async with self._db.write() as s:
+            rows = (
+                await s.scalars(
+                    select(InboxRow)
+                    .where(InboxRow.session_key == session_key, self._claimable(now))
+                    .order_by(InboxRow.id)
+                    .with_for_update(skip_locked=True)
+                )
+            ).all()
+            if rows:
+                await s.execute(
+                    update(InboxRow)
+                    .where(InboxRow.id.in_([row.id for row in rows]))
+                    .values(owner=self.owner, lease_until=now + self.lease)
+                )
+            return [_entry(row) for row in rows]
 
     async def renew_leases(self) -> int:
         """Extend the lease of everything this process holds; returns how many."""

@@ -1,0 +1,134 @@
+"""Which process works on a session: a Redis lease per session key.
+
+A session's messages are answered by the one process holding its lease, so they run in order
+whatever process received them, and different sessions spread over all processes. Taking the
+lease also extends it when it is already ours (one script, one round-trip); a busy session's
+lease is renewed every third of ``cluster.lease_seconds``, an idle one is left to expire, so a
+chat sticks to its process for a while (its caches stay warm) and needs no release race.
+A process that dies loses its sessions after ``cluster.lease_seconds``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+
+import structlog
+
+from bot.cluster.connection import RedisLink
+
+log = structlog.get_logger(__name__)
+
+# 1 when the lease is (now) the caller's, else the current holder's id.
+_TAKE = """
+local holder = redis.call('get', KEYS[1])
+if holder == false or holder == ARGV[1] then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return holder
+"""
+# For each key: extend it while it is still ours. Returns 1 or 0 per key.
+_RENEW = """
+local kept = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('get', key) == ARGV[1] then
+    redis.call('pexpire', key, ARGV[2])
+    kept[i] = 1
+  else
+    kept[i] = 0
+  end
+end
+return kept
+"""
+_RELEASE = """
+local n = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('get', key) == ARGV[1] then
+    n = n + redis.call('del', key)
+  end
+end
+return n
+"""
+
+
+class SessionLeases:
+    def __init__(self, link: RedisLink) -> None:
+        self.link = link
+        self._lease_ms = int(link.lease_seconds * 1000)
+        self._held: dict[str, float] = {}  # session key -> monotonic time its lease runs out
+
+    def _key(self, session_key: str) -> str:
+        # Session keys name chats and users: hashed, like every key this service writes.
+        return self.link.key("session", hashlib.sha256(session_key.encode()).hexdigest()[:32])
+
+    async def take(self, session_key: str) -> str | None:
+        """Hold ``session_key``; returns None when it is ours now, else the holder's process
+        id (``""`` when Redis could not be asked: claim nothing new while it is down)."""
+        sent = time.monotonic()
+        try:
+            answer = await self.link.client.eval(
+                _TAKE, 1, self._key(session_key), self.link.process_id, self._lease_ms
+            )
+        except Exception as exc:
+            self.link.mark(False, exc)
+            return ""
+        if answer == 1:
+            self._held[session_key] = sent + self.link.lease_seconds
+            return None
+        self._held.pop(session_key, None)
+        return answer.decode() if isinstance(answer, bytes) else str(answer)
+
+    def holds(self, session_key: str) -> bool:
+        return time.monotonic() < self._held.get(session_key, 0.0)
+
+    @property
+    def held(self) -> list[str]:
+        now = time.monotonic()
+        return [key for key, until in self._held.items() if until > now]
+
+    async def renew(self, busy: Iterable[str]) -> None:
+        """Extend the leases of the sessions still at work here; forget the others (their
+        leases run out by themselves)."""
+        now = time.monotonic()
+        busy = set(busy)
+        for key in [k for k, until in self._held.items() if until <= now or k not in busy]:
+            del self._held[key]
+        keys = list(self._held)
+        if not keys:
+            return
+        try:
+            renewed = await self.link.client.eval(
+                _RENEW,
+                len(keys),
+                *(self._key(k) for k in keys),
+                self.link.process_id,
+                self._lease_ms,
+            )
+        except Exception as exc:  # they stay ours until they would run out in Redis
+            self.link.mark(False, exc)
+            return
+        lost = [key for key, kept in zip(keys, renewed, strict=True) if not kept]
+        if lost:
+            # Redis lost them (restart, outage longer than a lease): the runs go on here; new
+            # messages go to whoever takes the session next.
+            log.warning("cluster.session_leases_lost", lost=len(lost))
+        for key in keys:
+            if key in lost:
+                del self._held[key]
+            else:
+                self._held[key] = now + self.link.lease_seconds
+
+    async def release_all(self) -> None:
+        """Hand every session back (a clean stop): another process takes them at once."""
+        keys = list(self._held)
+        self._held.clear()
+        if not keys:
+            return
+        try:
+            await self.link.client.eval(
+                _RELEASE, len(keys), *(self._key(k) for k in keys), self.link.process_id
+            )
+        except Exception as exc:  # they expire by themselves
+            log.warning("cluster.session_release_failed", error=repr(exc))

@@ -1,0 +1,185 @@
+"""Work distribution: which process answers a message, when several share one inbox.
+
+Any process may receive a message (a webhook, the elected poller); it stores it in the shared
+inbox *unowned* and tries to take the message's session (``session_leases.py``). The process
+holding the session claims every claimable entry of it, oldest first
+(``SqlInbox.claim_session``: ``FOR UPDATE SKIP LOCKED``) and queues them in its per-session
+scheduler, so one chat is answered by one process at a time and in order, while different
+chats spread over the processes that received them. When another process holds the session,
+the receiver nudges it (``<prefix>:work:<holder>``) and leaves the entry in the inbox.
+
+Nothing depends on a nudge arriving: every process sweeps the inbox every third of a lease
+for entries nobody holds (a lost nudge, a session whose holder went idle, a dead process's
+work once its leases ran out) and claims the sessions it can take. A claimed entry that an
+earlier process had started goes through the replay path, which resumes delivery at the next
+undelivered chunk. While Redis is down, no session can be taken: the entries wait, nothing is
+lost, and the first sweep after Redis is back claims them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from redis.asyncio.client import PubSub
+
+from bot.cluster.connection import RedisLink
+from bot.cluster.session_leases import SessionLeases
+from bot.storage.inbox import InboxEntry, SqlInbox
+
+if TYPE_CHECKING:
+    from bot.gateway import Gateway
+    from bot.turn import Job
+
+log = structlog.get_logger(__name__)
+
+
+class ClusterWork:
+    """Satisfies ``bot.gateway.WorkClaims``; ``attach`` gives it the gateway it feeds."""
+
+    def __init__(self, link: RedisLink, inbox: SqlInbox, *, max_age: float) -> None:
+        self.link = link
+        self.inbox = inbox
+        self.max_age = max_age
+        self.leases = SessionLeases(link)
+        self.channel = link.key("work", link.process_id)
+        self._gateway: Gateway | None = None
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, claims using it
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._received: dict[int, Job] = {}
+        """Jobs of messages received here, by inbox entry, until a claim queues them: a later
+        claim of this process (of an earlier message, a nudge) must queue *that* job, whose
+        completion its caller may be waiting for."""
+        self._listener: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+        self.claimed = 0  # entries claimed since start (health, tests)
+
+    @property
+    def sweep_every(self) -> float:
+        # A dead process's work is taken over within a lease plus one sweep.
+        return min(5.0, self.link.lease_seconds / 3)
+
+    async def attach(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._listener = asyncio.create_task(self._listen(), name="cluster:work")
+        await asyncio.wait_for(self._subscribed.wait(), timeout=10)
+
+    def dispatch(self, job: Job) -> None:
+        """``job``'s message is stored unowned: claim its session now, in the background (the
+        platform is acknowledged meanwhile)."""
+        if job.inbox_id is not None:
+            self._received[job.inbox_id] = job
+        self._spawn(self.claim(job.session_key))
+
+    async def claim(self, session_key: str) -> int:
+        """Take ``session_key`` and queue its claimable entries; returns how many."""
+        gateway = self._gateway
+        if gateway is None or not gateway.accepting:
+            return 0
+        lock, users = self._locks.get(session_key) or (asyncio.Lock(), 0)
+        self._locks[session_key] = (lock, users + 1)
+        try:
+            # Claims of one session run one after the other here, so they queue in order.
+            async with lock:
+                holder = await self.leases.take(session_key)
+                if holder is not None:
+                    self._forget_received(session_key)  # the holder answers them
+                    if holder:
+                        await self._nudge(holder, session_key)
+                    return 0
+                entries = await self.inbox.claim_session(session_key)
+                await self._queue(gateway, entries)
+                self.claimed += len(entries)
+                return len(entries)
+        except Exception as exc:  # the entries stay in the inbox; the next sweep retries
+            log.warning("cluster.claim_failed", session_key=session_key, error=repr(exc))
+            return 0
+        finally:
+            lock, users = self._locks[session_key]
+            if users == 1:
+                del self._locks[session_key]
+            else:
+                self._locks[session_key] = (lock, users - 1)
+
+    def _forget_received(self, session_key: str) -> None:
+        for entry_id, job in list(self._received.items()):
+            if job.session_key == session_key:
+                del self._received[entry_id]
+                job.settle(None)  # nothing runs here; whoever waits must not wait forever
+
+    async def _queue(self, gateway: Gateway, entries: list[InboxEntry]) -> None:
+        from bot.replay import requeue  # bot.replay imports the gateway, which imports us
+
+        for entry in entries:
+            job = self._received.pop(entry.id, None)
+            if job is not None:
+                gateway.bursts.submit(job)  # received here: bursts merge as in one process
+            elif entry.attempts == 0 and entry.answer is None and entry.channel in gateway.channels:
+                gateway.resubmit(entry, replayed=False)  # a peer received it a moment ago
+                log.info("cluster.claimed", entry=entry.id, session_key=entry.session_key)
+            else:  # an earlier process started it: resume where it stopped
+                await requeue(gateway, self.inbox, [entry], max_age=self.max_age)
+
+    async def _nudge(self, holder: str, session_key: str) -> None:
+        try:
+            await self.link.client.publish(self.link.key("work", holder), session_key)
+        except Exception as exc:  # the holder's sweep finds the entry anyway
+            self.link.mark(False, exc)
+
+    async def sweep(self) -> int:
+        """Keep what this process holds; claim the sessions nobody holds. Returns how many
+        entries were claimed."""
+        gateway = self._gateway
+        if gateway is None:
+            return 0
+        await self.leases.renew(gateway.busy_sessions())
+        await self.inbox.renew_leases()
+        claimed = 0
+        if gateway.accepting:
+            for session_key in await self.inbox.claimable_sessions():
+                claimed += await self.claim(session_key)
+        return claimed
+
+    def health(self) -> dict[str, int]:
+        return {"sessions": len(self.leases.held), "claimed": self.claimed}
+
+    async def _listen(self) -> None:
+        while True:
+            pubsub: PubSub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                self._subscribed.set()
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        data = message["data"]
+                        key = data.decode() if isinstance(data, bytes) else str(data)
+                        self._spawn(self.claim(key))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.link.mark(False, exc)
+                await asyncio.sleep(0.5)
+            finally:
+                with suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        """Stop claiming and hand the sessions back (after the gateway released its entries),
+        so other processes take them at once instead of after a lease."""
+        tasks = [t for t in (self._listener, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._listener = None
+        with suppress(Exception):
+            await self.inbox.release_queued()
+        await self.leases.release_all()

@@ -1,0 +1,127 @@
+"""Work distribution between two Loopgate instances on one Postgres schema and one Redis:
+Telegram webhooks reach either instance; each chat is answered by one of them, in order,
+exactly once (``bot/cluster/work.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.app import Loopgate
+from bot.cluster.work import ClusterWork
+from channels.telegram.channel import SECRET_HEADER
+from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from tests.fakes.llm_server import FakeLLM, delay, echo
+from tests.fakes.telegram_server import FakeTelegram
+from tests.inbound_support import webhook_client
+from tests.telegram_support import channel_of
+
+pytestmark = [needs_redis, needs_postgres]
+
+SECRET = "cluster-work-secret"
+
+
+@pytest.fixture
+async def pair(
+    cluster_config: ClusterConfig, tg: FakeTelegram
+) -> AsyncIterator[tuple[Loopgate, Loopgate]]:
+    telegram = {
+        "enabled": True,
+        "token": tg.token,
+        "api_base_url": tg.base_url,
+        "mode": "webhook",
+        "webhook_url": "https://bot.example/telegram/webhook",
+        "webhook_secret": SECRET,
+        "rate_limit": "off",
+        "streaming": "off",
+    }
+    async with AsyncExitStack() as stack:
+        apps = []
+        for _ in range(2):
+            apps.append(
+                await stack.enter_async_context(
+                    Loopgate(cluster_config(channels={"telegram": telegram}))
+                )
+            )
+        yield apps[0], apps[1]
+
+
+class Webhooks:
+    """POSTs updates to one instance's Telegram webhook, as Telegram would."""
+
+    def __init__(self, app: Loopgate) -> None:
+        channel = channel_of(app)
+        self.http: httpx.AsyncClient = webhook_client(channel.webhook_path, channel.handle_webhook)
+        self.path = channel.webhook_path
+
+    async def post(self, update: dict[str, Any]) -> None:
+        response = await self.http.post(self.path, json=update, headers={SECRET_HEADER: SECRET})
+        assert response.status_code == 200, response.text
+
+
+def work_of(app: Loopgate) -> ClusterWork:
+    assert app.cluster is not None and app.cluster.work is not None
+    return app.cluster.work
+
+
+def update(tg: FakeTelegram, text: str, user_id: int) -> dict[str, Any]:
+    message = tg.private_message(text, user_id=user_id)
+    return {"update_id": tg.new_update_id(), **message}
+
+
+async def test_one_chat_is_answered_by_one_process_in_order(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram, llm: FakeLLM
+) -> None:
+    a, b = pair
+    count = 6
+    # Slow answers: later messages arrive, at both instances, while earlier ones still run.
+    llm.script(*(delay(0.15, echo()) for _ in range(count)))
+    hooks = [Webhooks(a), Webhooks(b)]
+    for i in range(count):
+        await hooks[i % 2].post(update(tg, f"m{i}", user_id=42))
+    await tg.wait_for(lambda: len(tg.texts()) >= count, timeout=20)
+    await asyncio.sleep(0.5)  # time for a double, if there were one
+    assert tg.texts() == [f"echo: m{i}" for i in range(count)]
+    # Every run of the chat was in the process that took its session first.
+    assert sorted([work_of(a).claimed, work_of(b).claimed]) == [0, count]
+    for hook in hooks:
+        await hook.http.aclose()
+
+
+async def test_chats_spread_over_the_processes_that_received_them(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
+) -> None:
+    a, b = pair
+    hook_a, hook_b = Webhooks(a), Webhooks(b)
+    await hook_a.post(update(tg, "to a", user_id=1))
+    await hook_b.post(update(tg, "to b", user_id=2))
+    await tg.wait_for(lambda: len(tg.texts()) >= 2)
+    assert sorted(tg.texts()) == ["echo: to a", "echo: to b"]
+    assert work_of(a).claimed == 1 and work_of(b).claimed == 1
+    health = a.cluster.health() if a.cluster is not None else {}
+    assert health["leases"]["claimed"] == 1
+    await hook_a.http.aclose()
+    await hook_b.http.aclose()
+
+
+async def test_a_message_for_a_held_session_waits_for_its_holder(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram, llm: FakeLLM
+) -> None:
+    """B holds the chat (a slow answer runs there); A receives the next message: it is not
+    answered by A, and B answers it after the first, nudged at once (well before a sweep)."""
+    a, b = pair
+    llm.script(delay(1.0, echo()), echo())
+    hook_a, hook_b = Webhooks(a), Webhooks(b)
+    await hook_b.post(update(tg, "first", user_id=7))
+    await asyncio.sleep(0.3)
+    await hook_a.post(update(tg, "second", user_id=7))
+    await tg.wait_for(lambda: len(tg.texts()) >= 2, timeout=3.0)
+    assert tg.texts() == ["echo: first", "echo: second"]
+    assert work_of(a).claimed == 0 and work_of(b).claimed == 2
+    await hook_a.http.aclose()
+    await hook_b.http.aclose()
