@@ -55,6 +55,8 @@ class WorkClaims(Protocol):
 
     def dispatch(self, job: Job) -> None: ...
 
+    async def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> None: ...
+
 
 class Gateway:
     def __init__(
@@ -361,6 +363,20 @@ class Gateway:
         log.info("command.handled", command=str(command), session_key=key, sender=msg.sender.id)
         await send_with_retry(channel, msg.chat, reply)
 
+    def drop_waiting(self, key: str, sender: str, *, admin: bool) -> list[Job]:
+        """``/stopall``: drop the session's messages not yet running that ``sender`` may stop
+        (all of them for an admin); returns them."""
+
+        def stoppable(job: Job) -> bool:
+            return admin or job.requester_id == sender
+
+        reason = "stopped by /stopall"
+        dropped = self.bursts.drop_held(key, stoppable, reason)
+        dropped += self.scheduler.drop_queued(key, stoppable)
+        for job in dropped:  # their drop callbacks run later and read the reason
+            job.drop_reason = reason
+        return dropped
+
     async def _stop(
         self, msg: InboundMessage, channel: Channel, key: str, *, everything: bool
     ) -> str:
@@ -374,15 +390,9 @@ class Gateway:
         runs = self.registry.runs_of(key)
         allowed = [run for run in runs if admin or run.requester_id == sender]
         if everything:
-
-            def stoppable(job: Job) -> bool:
-                return admin or job.requester_id == sender
-
-            reason = "stopped by /stopall"
-            dropped = self.bursts.drop_held(key, stoppable, reason)
-            dropped += self.scheduler.drop_queued(key, stoppable)
-            for job in dropped:  # their drop callbacks run later and read the reason
-                job.drop_reason = reason
+            dropped = self.drop_waiting(key, sender, admin=admin)
+            if self.work is not None:  # what waits in the process holding the session
+                await self.work.drop_waiting(key, sender, admin=admin)
             cancelled = sum(1 for run in allowed if self.registry.abort(run.run_id, key))
             if cancelled or dropped:
                 return bot.stop_reply

@@ -125,3 +125,34 @@ async def test_a_message_for_a_held_session_waits_for_its_holder(
     assert work_of(a).claimed == 0 and work_of(b).claimed == 2
     await hook_a.http.aclose()
     await hook_b.http.aclose()
+
+
+async def test_stopall_in_a_drops_what_waits_in_the_holder(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram, llm: FakeLLM
+) -> None:
+    """B runs the chat's first message and queues the next two (one turn: bot.queue_mode
+    collect); /stopall sent to A cancels the run in B and drops B's queue: none of the three
+    is ever answered."""
+    a, b = pair
+    llm.script(delay(5.0, echo()), echo(), echo())
+    hook_a, hook_b = Webhooks(a), Webhooks(b)
+    for text in ("one", "two", "three"):
+        await hook_b.post(update(tg, text, user_id=9))
+    gateway_b = b.gateway
+
+    async def queued_in_b() -> None:
+        while len(gateway_b.scheduler.queued(next(iter(gateway_b.busy_sessions()), ""))) < 1:
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(queued_in_b(), 5)
+    await hook_a.post(update(tg, "/stopall", user_id=9))
+    await tg.wait_for(lambda: "Stopped." in tg.texts(), timeout=5)
+    await asyncio.sleep(1.0)  # time for a dropped message to be answered, if it were
+    assert tg.texts() == ["Stopped."]
+    assert not gateway_b.busy_sessions()
+    inbox = b.inbox
+    assert inbox is not None
+    dropped = [e for e in await inbox.unanswered() if e.message.text in ("one", "two", "three")]
+    assert sorted(e.reason or "" for e in dropped) == ["stopped"] + ["stopped by /stopall"] * 2
+    await hook_a.http.aclose()
+    await hook_b.http.aclose()

@@ -80,6 +80,17 @@ class SessionLeases:
         self._held.pop(session_key, None)
         return answer.decode() if isinstance(answer, bytes) else str(answer)
 
+    async def holder(self, session_key: str) -> str | None:
+        """The process holding ``session_key``; None when nobody does or Redis can't say."""
+        try:
+            value = await self.link.client.get(self._key(session_key))
+        except Exception as exc:
+            self.link.mark(False, exc)
+            return None
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
     def holds(self, session_key: str) -> bool:
         return time.monotonic() < self._held.get(session_key, 0.0)
 

@@ -19,6 +19,7 @@ lost, and the first sweep after Redis is back claims them.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Coroutine
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -124,10 +125,37 @@ class ClusterWork:
                 await requeue(gateway, self.inbox, [entry], max_age=self.max_age)
 
     async def _nudge(self, holder: str, session_key: str) -> None:
+        # A lost nudge costs at most one sweep: the holder's sweep finds the entry anyway.
+        await self._send(holder, {"op": "claim", "session": session_key})
+
+    async def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> None:
+        """``/stopall`` received here: the session's holder, if another process, drops what
+        waits there (its running runs are cancelled through the run registry)."""
+        holder = await self.leases.holder(session_key)
+        if holder and holder != self.link.process_id:
+            request = {"op": "drop", "session": session_key, "sender": sender, "admin": admin}
+            await self._send(holder, request)
+
+    async def _send(self, process: str, message: dict[str, Any]) -> None:
         try:
-            await self.link.client.publish(self.link.key("work", holder), session_key)
-        except Exception as exc:  # the holder's sweep finds the entry anyway
+            await self.link.client.publish(self.link.key("work", process), json.dumps(message))
+        except Exception as exc:
             self.link.mark(False, exc)
+
+    def _on_message(self, data: bytes | str) -> None:
+        try:
+            message = json.loads(data)
+            op, session_key = message["op"], str(message["session"])
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("cluster.work_bad_message", error=repr(exc))
+            return
+        if op == "claim":
+            self._spawn(self.claim(session_key))
+        elif op == "drop" and self._gateway is not None:
+            dropped = self._gateway.drop_waiting(
+                session_key, str(message.get("sender", "")), admin=bool(message.get("admin"))
+            )
+            log.info("cluster.dropped_waiting", session_key=session_key, dropped=len(dropped))
 
     async def sweep(self) -> int:
         """Keep what this process holds; claim the sessions nobody holds. Returns how many
@@ -155,9 +183,7 @@ class ClusterWork:
                 while True:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None and message.get("type") == "message":
-                        data = message["data"]
-                        key = data.decode() if isinstance(data, bytes) else str(data)
-                        self._spawn(self.claim(key))
+                        self._on_message(message["data"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
