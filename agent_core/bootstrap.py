@@ -11,11 +11,17 @@ Seeding happens exactly once per workspace, also when several processes race: ev
 created with a hard link from a private temporary file (``os.link`` fails if the name exists,
 and the file appears complete or not at all), and a marker file records that seeding is done, so
 a file the agent deleted on purpose (BOOTSTRAP.md after the first-run ritual) never comes back.
+One gap remains between processes: one that found no marker, then stalled, could still create
+a file after another finished seeding and the agent deleted it. With several processes
+(:class:`~agent_core.locks.SharedLocks`), :meth:`Workspaces.prepare_user_files` closes it by
+seeding a workspace under a lock shared by all of them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import hashlib
 import os
 import threading
 import uuid
@@ -25,6 +31,7 @@ from pathlib import Path
 
 import structlog
 
+from agent_core.locks import Lease, SharedLocks, acquire_waiting
 from agent_core.workspace import agent_workspace, user_workspace
 
 log = structlog.get_logger(__name__)
@@ -42,6 +49,9 @@ MINIMAL_FILES = (AGENTS_MD, TOOLS_MD)
 AGENT_LEVEL_FILES = (AGENTS_MD, SOUL_MD, TOOLS_MD, IDENTITY_MD)
 SEED_MARKER = ".loopgate-seeded"
 CONTEXT_FILE_MAX_CHARS = 20_000
+SEED_LOCK_WAIT = 10.0
+"""How long a process waits for another one seeding the same workspace; seeding is safe
+without the lock (see above), so after that it goes ahead."""
 
 TEMPLATES: dict[str, str] = {
     AGENTS_MD: (
@@ -127,8 +137,10 @@ class Workspaces:
         *,
         templates_dir: Path | None = None,
         max_chars: int = CONTEXT_FILE_MAX_CHARS,
+        locks: SharedLocks | None = None,
     ) -> None:
         self.base = base
+        self.locks = locks
         self.agent_id = agent_id
         self.agent_type = AgentType(agent_type)
         self.templates_dir = templates_dir
@@ -158,6 +170,28 @@ class Workspaces:
         else:
             created += self._seed(self.user_dir(user_id), STANDARD_FILES)
         return created
+
+    async def prepare_user_files(self, user_id: str) -> list[str]:
+        """:meth:`ensure_user_files` off the event loop; with shared locks, under the
+        workspace's lock until this process has seen it seeded."""
+        user_dir = self.user_dir(user_id)
+        with self._lock:
+            done = user_dir in self._seeded  # seeded last, so the agent's files are done too
+        if self.locks is None or done:
+            return await asyncio.to_thread(self.ensure_user_files, user_id)
+        name = "seed:" + hashlib.sha256(str(user_dir).encode()).hexdigest()[:24]
+        lease: Lease | None = None
+        try:
+            lease = await acquire_waiting(self.locks, name, patience=SEED_LOCK_WAIT)
+        except Exception as exc:
+            log.warning("workspace.seed_lock_unavailable", error=repr(exc))
+        if lease is None:
+            log.info("workspace.seeding_unlocked", directory=str(user_dir))
+        try:
+            return await asyncio.to_thread(self.ensure_user_files, user_id)
+        finally:
+            if lease is not None:
+                await lease.release()
 
     def _seed(self, directory: Path, names: Iterable[str]) -> list[str]:
         with self._lock:

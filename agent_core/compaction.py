@@ -7,7 +7,10 @@
   its estimated tokens pass the trigger share, a background task takes the session's
   non-blocking lock (a second run finding it taken skips), runs the memory flush, asks the
   model for a summary (temperature 0.3, max 1024 tokens, 120 s) and stores it, keeping the last
-  ``keep_last`` messages; the store increments the compaction counter.
+  ``keep_last`` messages; the store increments the compaction counter. With several
+  processes the lock is also taken in :class:`~agent_core.locks.SharedLocks` (a session's runs
+  may end in different processes); a session locked elsewhere, or a lock service that cannot
+  be reached, skips this compaction: the next run tries again.
 
 The next run sees the summary as two opening messages (:func:`summary_messages`).
 """
@@ -19,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
+from agent_core.locks import Lease, SharedLocks
 from agent_core.messages import Message
 from agent_core.providers.base import ModelRequest, Provider
 from agent_core.sanitize import sanitize_output
@@ -199,8 +203,9 @@ async def compact_session(
 class Compactor:
     """Post-run compaction for one agent, with a per-session non-blocking lock."""
 
-    def __init__(self, settings: CompactionSettings) -> None:
+    def __init__(self, settings: CompactionSettings, locks: SharedLocks | None = None) -> None:
         self.settings = settings
+        self.locks = locks
         self._active: set[str] = set()  # sessions being compacted (the try-lock)
         self._tasks: set[asyncio.Task[None]] = set()
         self.completed = 0  # compactions finished by this instance (tests, metrics)
@@ -227,7 +232,12 @@ class Compactor:
         self._active.add(session_key)
 
         async def guarded() -> None:
+            lease: Lease | None = None
             try:
+                if self.locks is not None:
+                    lease = await self._shared_lock(session_key)
+                    if lease is None:
+                        return
                 await work()
             except asyncio.CancelledError:
                 raise
@@ -236,12 +246,30 @@ class Compactor:
             except Exception:
                 log.exception("compaction.failed", session_key=session_key)
             finally:
+                if lease is not None:
+                    await lease.release()
                 self._active.discard(session_key)
 
         task = asyncio.create_task(guarded(), name=f"compaction:{session_key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
+
+    async def _shared_lock(self, session_key: str) -> Lease | None:
+        assert self.locks is not None
+        try:
+            lease = await self.locks.try_acquire(f"compaction:{session_key}")
+        except Exception as exc:
+            log.warning(
+                "compaction.skipped",
+                session_key=session_key,
+                reason="lock unavailable",
+                error=repr(exc),
+            )
+            return None
+        if lease is None:
+            log.info("compaction.skipped", session_key=session_key, reason="running elsewhere")
+        return lease
 
     async def wait_idle(self) -> None:
         """Wait for every background compaction started so far (tests, shutdown)."""

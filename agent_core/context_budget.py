@@ -18,6 +18,7 @@ import structlog
 
 from agent_core.bootstrap import PromptMode, Workspaces
 from agent_core.compaction import Compactor, NotCompacted, compact_messages, compact_session
+from agent_core.locks import SharedLocks
 from agent_core.memory_flush import run_memory_flush
 from agent_core.messages import Message
 from agent_core.providers.base import Provider
@@ -55,13 +56,14 @@ class ContextBudget:
         store: SessionStore,
         workspaces: Workspaces,
         traces: TraceStore | None = None,
+        locks: SharedLocks | None = None,
     ) -> None:
         self.settings = settings
         self.traces = traces  # post-run compactions are saved as traces of their own
         self.provider = provider
         self.store = store
         self.workspaces = workspaces
-        self.compactor = Compactor(settings.compaction)
+        self.compactor = Compactor(settings.compaction, locks)
         self._counters: dict[str, TokenCounter] = {}
         self._flushed: dict[str, str | None] = {}  # session -> summary at its last flush
 

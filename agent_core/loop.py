@@ -32,6 +32,7 @@ from agent_core.history import prepare_history
 from agent_core.hooks import PreToolUseHook
 from agent_core.input_guard import BLOCKED_REPLY, bound_input
 from agent_core.input_guard import check as guard_input
+from agent_core.locks import SharedLocks
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.orchestration.workspaces import resolve_run_workspace
 from agent_core.prompt import build_system_prompt, skill_search_mode
@@ -81,7 +82,9 @@ class Loop:
         retry: RetryPolicy | None = None,
         fallback: Provider | None = None,
         hooks: Sequence[PreToolUseHook] = (),
+        locks: SharedLocks | None = None,
     ) -> None:
+        """``locks``: shared with the service's other processes (compaction, seeding)."""
         self.retry = retry or RetryPolicy()
         self.fallback = fallback  # tried, with the same retries, when the provider fails
         self.hooks = list(hooks)  # PreToolUse hooks, in order
@@ -98,8 +101,11 @@ class Loop:
             settings.agent_type,
             templates_dir=settings.bootstrap_templates,
             max_chars=settings.context_file_max_chars,
+            locks=locks,
         )
-        self.context = ContextBudget(settings, provider, store, self.workspaces, traces)
+        self.context = ContextBudget(
+            settings, provider, store, self.workspaces, traces, locks=locks
+        )
 
     @property
     def busy(self) -> bool:
@@ -194,7 +200,7 @@ class Loop:
     async def _prepare(self, request: RunRequest, trace: Trace) -> RunState:
         place = resolve_run_workspace(self.settings, request)
         mode = PromptMode.MINIMAL if request.minimal_prompt else PromptMode.FULL
-        await asyncio.to_thread(self.workspaces.ensure_user_files, request.user_id)
+        await self.workspaces.prepare_user_files(request.user_id)
         files = await asyncio.to_thread(self.workspaces.context_files, request.user_id, mode)
         history = await self.store.load_history(request.session_key)
         skills = await asyncio.to_thread(discover_skills, place.default, self.settings.skill_paths)

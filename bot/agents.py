@@ -30,6 +30,7 @@ import structlog
 
 from agent_core import FILE_TOOLS, SKILL_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegistry
 from agent_core.hooks import PreToolUseHook
+from agent_core.locks import SharedLocks
 from agent_core.mcp.manager import McpManager
 from agent_core.mcp.search import add_mcp_tools
 from agent_core.memory import MemoryIndex, memory_tools
@@ -135,6 +136,7 @@ class AgentRouter:
         orchestration: OrchestrationStore | None = None,
         tasks: TaskStore | None = None,
         mcp: McpManager | None = None,
+        locks: SharedLocks | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
@@ -142,7 +144,8 @@ class AgentRouter:
         ``memory_index`` adds ``memory_search``/``memory_get`` to the default tools;
         ``orchestration`` (links and teams) resolves each agent's mode and ``tasks`` backs
         ``team_tasks``. The orchestration tools are offered once :attr:`orchestrator` is set.
-        ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``)."""
+        ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``).
+        ``locks``: the compaction and seeding locks shared with other processes (bot/cluster)."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -166,6 +169,7 @@ class AgentRouter:
         self.orchestration = orchestration
         self.task_store = tasks
         self.mcp = mcp
+        self.locks = locks
         self.orchestrator: Orchestrator | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
@@ -356,6 +360,7 @@ class AgentRouter:
             self.events,
             fallback=fallback,
             hooks=self.hooks,
+            locks=self.locks,
         )
 
     def add_orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from starlette.requests import Request
@@ -156,3 +157,27 @@ class PollGate(Protocol):
 
     async def wait_turn(self) -> None:
         """Return once this process is the bot's poller (at once when it already is)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PaceBucket:
+    """One send budget a send draws on: ``rate`` tokens a second, at most ``burst`` saved up.
+    ``name`` is unique within one bot (``chat:<id>``, ``group:<id>``, ``global``)."""
+
+    name: str
+    rate: float
+    burst: int
+
+
+class PaceStore(Protocol):
+    """Send budgets shared by every process that sends for one bot, so N processes together
+    send no faster than one would (bot/cluster keeps them in Redis). A pacer without one keeps
+    its buckets in memory."""
+
+    async def take(self, buckets: Sequence[PaceBucket], *, hold: str = "") -> float:
+        """Take one token from every bucket, all or none; returns 0 when they were taken, else
+        the seconds until all could be (nothing taken). While ``hold`` is on hold nothing is
+        taken. Raises when the store is unreachable: the pacer then paces in memory."""
+
+    async def hold(self, name: str, seconds: float) -> None:
+        """Grant nothing held under ``name`` for ``seconds`` (the platform's 429 said so)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bot.config import Config
 from channels import Channel, SeenStore, StateStore
-from channels.protocol import PollGate
+from channels.protocol import PaceStore, PollGate
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,12 @@ class PlatformDeps:
     seen: SeenStore
     poll_gate: Callable[[str, str], PollGate] | None = None
     """``(channel, token)`` → its poller election (bot/cluster); None: one process polls."""
+    pace_store: Callable[[str, str], PaceStore] | None = None
+    """``(channel, token)`` → the bot's send budgets shared by all processes (bot/cluster);
+    None: each pacer keeps its buckets in memory."""
+
+    def pacing_for(self, channel: str, token: str) -> PaceStore | None:
+        return self.pace_store(channel, token) if self.pace_store else None
 
     def gate_for(self, channel: str, token: str, mode: str) -> PollGate | None:
         return self.poll_gate(channel, token) if self.poll_gate and mode == "polling" else None

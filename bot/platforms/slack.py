@@ -26,4 +26,6 @@ def build_slack(config: Config, deps: PlatformDeps) -> SlackChannel:
         status_ttl=max(2.0, STATUS_TTL_INTERVALS * config.bot.typing_interval),
         ping_interval=slack.ping_interval,
     )
-    return SlackChannel(settings, seen=deps.seen)
+    return SlackChannel(
+        settings, seen=deps.seen, pace_store=deps.pacing_for("slack", slack.bot_token)
+    )

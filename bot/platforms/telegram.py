@@ -43,4 +43,5 @@ def build_telegram(config: Config, deps: PlatformDeps) -> TelegramChannel:
         state=deps.state,
         seen=deps.seen,
         poll_gate=deps.gate_for("telegram", tg.token, tg.mode),
+        pace_store=deps.pacing_for("telegram", tg.token),
     )

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from channels.errors import BadRequest, ChannelError, Forbidden
-from channels.protocol import InboundHandler, PlatformStream, SeenStore
+from channels.protocol import InboundHandler, PaceStore, PlatformStream, SeenStore
 from channels.slack.errors import (
     FATAL_AUTH_ERRORS,
     slack_error_code,
@@ -66,7 +66,9 @@ class SlackChannel:
         *,
         seen: SeenStore,
         web_client: AsyncWebClient | None = None,
+        pace_store: PaceStore | None = None,
     ) -> None:
+        """``pace_store``: the posting budgets shared with the bot's other processes."""
         self.settings = settings
         self.name = settings.name
         self.capabilities = Capabilities(
@@ -90,7 +92,12 @@ class SlackChannel:
             self.client, attempts=1 + settings.api_retries, backoff=settings.post_retry_backoff
         )
         self.pacer = (
-            PostPacer(settings.pace_per_second, settings.pace_burst)
+            PostPacer(
+                settings.pace_per_second,
+                settings.pace_burst,
+                shared=pace_store,
+                channel=settings.name,
+            )
             if settings.pace_per_second
             else None
         )

@@ -38,7 +38,14 @@ from telegram.request import HTTPXRequest
 
 from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted
 from channels.intake import Intake, first_sight, forget_seen
-from channels.protocol import InboundHandler, PlatformStream, PollGate, SeenStore, StateStore
+from channels.protocol import (
+    InboundHandler,
+    PaceStore,
+    PlatformStream,
+    PollGate,
+    SeenStore,
+    StateStore,
+)
 from channels.telegram.drafts import DraftStream
 from channels.telegram.errors import (
     UnknownTokenOrMethod,
@@ -76,7 +83,9 @@ class TelegramChannel:
         seen: SeenStore,
         bot: Bot | None = None,
         poll_gate: PollGate | None = None,
+        pace_store: PaceStore | None = None,
     ) -> None:
+        """``pace_store``: the send budgets shared with the bot's other processes."""
         self.options = options
         self.poll_gate = poll_gate
         """With several processes: polls only while this one is the bot's elected poller."""
@@ -99,7 +108,7 @@ class TelegramChannel:
             request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0),
             get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=10.0),
         )
-        self.pacer = SendPacer(options.rate_limits)
+        self.pacer = SendPacer(options.rate_limits, shared=pace_store, channel=options.name)
         self.me: BotIdentity | None = None
         self._handler: InboundHandler | None = None
         self._poller: Poller | None = None

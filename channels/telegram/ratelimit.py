@@ -6,6 +6,10 @@ bucket (groups only) and the global bucket; a bucket refills continuously and ho
 ``burst`` tokens, so the first few messages of a normal exchange are never delayed. Only message
 sends and edits are paced: typing, reactions, deletions and draft previews do not spend the
 budget (draft previews do wait out a hold: :meth:`SendPacer.held_for`).
+
+With several processes (``shared``), the buckets and the holds live in a
+:class:`~channels.protocol.PaceStore` all of them consult, so together they stay within the
+bot's budget; while the store is unreachable each process paces in memory.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from channels.pacing import SharedPacing
+from channels.protocol import PaceBucket, PaceStore
 
 MAX_TRACKED_CHATS = 10_000
 
@@ -60,10 +67,20 @@ class SendPacer:
     """
 
     def __init__(
-        self, limits: RateLimits | None, clock: Callable[[], float] = time.monotonic
+        self,
+        limits: RateLimits | None,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        shared: PaceStore | None = None,
+        channel: str = "telegram",
     ) -> None:
         self.limits = limits
         self.clock = clock
+        self.shared = (
+            SharedPacing(shared, channel=channel, clock=clock)
+            if shared is not None and limits is not None
+            else None
+        )
         self._chats: dict[str, TokenBucket] = {}
         self._groups: dict[str, TokenBucket] = {}
         self._global = TokenBucket(
@@ -75,6 +92,8 @@ class SendPacer:
 
     def hold(self, chat_id: str, seconds: float) -> None:
         self._held_until[chat_id] = max(self._held_until.get(chat_id, 0.0), self.clock() + seconds)
+        if self.shared is not None:
+            self.shared.hold(f"chat:{chat_id}", seconds)
 
     def held_for(self, chat_id: str) -> float:
         """Seconds ``chat_id`` stays on hold after a 429 (0 when it is not held)."""
@@ -86,6 +105,18 @@ class SendPacer:
         while True:
             now = self.clock()
             wait = self._held_until.get(chat_id, 0.0) - now
+            if self.shared is not None and wait <= 0:
+                shared_wait = await self.shared.take(
+                    self._shared_buckets(chat_id, group), hold=f"chat:{chat_id}"
+                )
+                if shared_wait is not None:
+                    if shared_wait <= 0:
+                        self._held_until.pop(chat_id, None)
+                        return waited
+                    await asyncio.sleep(shared_wait)
+                    waited += shared_wait
+                    continue
+                now = self.clock()  # the store may have taken its time to fail
             buckets = self._buckets(chat_id, group, now)
             wait = max([wait, *(bucket.delay(now) for bucket in buckets)])
             if wait <= 0:
@@ -95,6 +126,19 @@ class SendPacer:
                 return waited
             await asyncio.sleep(wait)
             waited += wait
+
+    def _shared_buckets(self, chat_id: str, group: bool) -> list[PaceBucket]:
+        limits = self.limits
+        assert limits is not None  # no shared pacing without limits
+        buckets = [
+            PaceBucket(f"chat:{chat_id}", limits.chat_per_second, limits.chat_burst),
+            PaceBucket("global", limits.global_per_second, limits.global_burst),
+        ]
+        if group:
+            buckets.append(
+                PaceBucket(f"group:{chat_id}", limits.group_per_minute / 60.0, limits.group_burst)
+            )
+        return buckets
 
     def _buckets(self, chat_id: str, group: bool, now: float) -> list[TokenBucket]:
         limits = self.limits

@@ -1,0 +1,109 @@
+"""The dedupe fast path, shared by every process: a Redis key in front of the database record.
+
+The records in Postgres (``processed_messages``, written by :class:`SqlDedupeStore` and the
+inbox) stay the authority: every first sight is still written there. Redis only answers the
+repeats (a platform's retry, Slack's ``message`` + ``app_mention`` pair) that reach any
+process, without a database write. Its key goes through two states:
+
+- ``p`` (pending) from the first sight until the database has answered: a repeat arriving
+  meanwhile asks the database too (which waits on the first writer's row), because the first
+  writer may still fail and undo its record;
+- ``d`` (done) once the database has the record: a repeat is a duplicate at once.
+
+Redis unreachable: the fast path is skipped (logged once per outage), the database answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import structlog
+
+from bot.cluster.connection import RedisLink, RedisState
+from bot.dedupe import DedupeStore
+
+log = structlog.get_logger(__name__)
+
+FAST_TTL_SECONDS = 3600.0
+"""Platforms retry within minutes; older repeats are left to the database."""
+PENDING = b"p"
+DONE = b"d"
+
+
+class FastDedupe:
+    """``durable`` with a Redis fast path; satisfies :class:`channels.protocol.SeenStore` and
+    :class:`bot.dedupe.DedupeStore`."""
+
+    def __init__(
+        self, link: RedisLink, durable: DedupeStore, *, ttl_seconds: float = FAST_TTL_SECONDS
+    ) -> None:
+        self.link = link
+        self.durable = durable
+        self._ttl_ms = int(ttl_seconds * 1000)
+        self._down = False
+
+    def _key(self, key: str) -> str:
+        return self.link.key("seen", hashlib.sha256(key.encode()).hexdigest()[:32])
+
+    async def seen(self, key: str) -> bool:
+        fast_key = self._key(key)
+        claimed = await self._claim(fast_key)
+        if claimed is False:
+            return True
+        try:
+            duplicate = await self.durable.seen(key)
+        except BaseException:
+            if claimed:
+                await self._redis("delete", fast_key)
+            raise
+        if claimed:
+            await self._redis("set", fast_key, DONE, px=self._ttl_ms, xx=True)
+        return duplicate
+
+    async def forget(self, key: str) -> None:
+        # Tried even while Redis looks down: a "done" key left behind would make the
+        # redelivery of a message nobody took look like a duplicate in every process.
+        failure: Exception | None = None
+        try:
+            await self.link.client.delete(self._key(key))
+        except Exception as exc:
+            self._failed(exc)
+            failure = exc
+        await self.durable.forget(key)
+        if failure is not None:
+            raise failure
+
+    async def _claim(self, fast_key: str) -> bool | None:
+        """True: this caller is the first to see the key; False: a repeat the database already
+        has; None: ask the database (a first sight still pending, or Redis down)."""
+        if self.link.state is not RedisState.OK:
+            return None
+        try:
+            before = await self.link.client.set(
+                fast_key, PENDING, nx=True, px=self._ttl_ms, get=True
+            )
+        except Exception as exc:
+            self._failed(exc)
+            return None
+        self._restored()
+        if before is None:
+            return True
+        return False if before == DONE else None
+
+    async def _redis(self, command: str, *args: object, **kwargs: object) -> None:
+        if self.link.state is not RedisState.OK:
+            return
+        try:
+            await getattr(self.link.client, command)(*args, **kwargs)
+        except Exception as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        if not self._down:
+            self._down = True
+            log.warning("dedupe.fast_path_unavailable", error=repr(exc))
+
+    def _restored(self) -> None:
+        if self._down:
+            self._down = False
+            log.info("dedupe.fast_path_restored")
