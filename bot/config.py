@@ -70,6 +70,9 @@ class ServerConfig(StrictModel):
     """Largest POST body taken; a larger one is answered 413 without reading the rest."""
     max_ws_message_bytes: int = Field(262_144, ge=1024)
     """Largest web chat WebSocket message; a larger one closes the socket (1009)."""
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
+    """``loopgate serve``'s event loop: ``auto`` takes uvloop when it is installed (it comes
+    with ``uvicorn[standard]``, which would pick it too if it ran the loop itself)."""
 
 
 class WebConfig(StrictModel):

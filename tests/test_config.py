@@ -71,6 +71,16 @@ class TestParse:
         assert any(m.startswith("server.port: ") for m in msgs)
         assert "channels.slack.tokn: unknown key" in msgs
 
+    def test_event_loop_choice(self) -> None:
+        assert parse_config({}, {}).server.event_loop == "auto"
+        assert (
+            parse_config({"server": {"event_loop": "asyncio"}}, {}).server.event_loop == "asyncio"
+        )
+        assert any(
+            m.startswith("server.event_loop: ")
+            for m in problems({"server": {"event_loop": "trio"}})
+        )
+
     def test_extra_openai_compatible_provider(self) -> None:
         c = parse_config(
             {

@@ -70,6 +70,19 @@ def _load(path: Path | None) -> Config:
 
 
 def _serve(config: Config) -> int:
+    choice = config.server.event_loop
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                print(
+                    "loopgate: server.event_loop is uvloop, which is not installed", file=sys.stderr
+                )
+                return 2
+        else:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                return runner.run(_serve_async(config))
     return asyncio.run(_serve_async(config))
 
 
