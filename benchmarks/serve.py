@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -38,99 +37,22 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
+from serve_common import (  # noqa: E402
+    BenchTelegram,
+    cpu_seconds,
+    pct,
+    peak_rss_mib,
+    start_serve,
+    stop_serve,
+)
 
 from tests.fakes.llm_server import FakeLLM  # noqa: E402
-from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
-from tests.service_support import clean_env, free_port  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 LATENCY_USER = 42
 WARMUP_USER = 7
 
 
-class BenchTelegram(FakeTelegram):
-    """The fake Bot API, noting when each update is handed out and when each reply arrives,
-    with a future per chat instead of the fake's condition scans (which cost O(calls) each)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.handed_out: dict[int, float] = {}
-        self.waiting: dict[int, tuple[str, asyncio.Future[float]]] = {}
-
-    async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
-        result = await super()._m_getUpdates(params)
-        now = time.monotonic()
-        for update in result:
-            self.handed_out.setdefault(update["update_id"], now)
-        return result
-
-    async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
-        result = await super()._m_sendMessage(params)
-        waiter = self.waiting.get(int(params["chat_id"]))
-        if waiter is not None and waiter[0] in params.get("text", "") and not waiter[1].done():
-            waiter[1].set_result(time.monotonic())
-        return result
-
-    async def ask(self, user_id: int, text: str) -> float:
-        """Send ``text`` as a DM from ``user_id``; the ms from hand-out to the reply."""
-        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self.waiting[user_id] = (f"echo: {text}", future)
-        update_id = self.push(self.private_message(text, user_id=user_id))
-        async with asyncio.timeout(300):
-            replied = await future
-        del self.waiting[user_id]
-        return (replied - self.handed_out[update_id]) * 1000
-
-
-# -- the server process ----------------------------------------------------------------------
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            stat = (entry / "stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-            tree.setdefault(ppid, []).append(int(entry.name))
-    return tree
-
-
-def process_tree(root: int) -> list[int]:
-    tree = _children()
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        todo.extend(tree.get(pid, []))
-    return pids
-
-
-def cpu_seconds(root: int) -> float:
-    """User + system CPU of the process tree (children already reaped included)."""
-    total = 0
-    for pid in process_tree(root):
-        with contextlib.suppress(OSError):
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-    return total / TICKS
-
-
-def peak_rss_mib(root: int, field: str = "VmHWM") -> float:
-    """``VmHWM`` (the peak) or ``VmRSS`` (now) of the process tree, in MiB."""
-    total = 0
-    for pid in process_tree(root):
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith(f"{field}:"):
-                    total += int(line.split()[1])
-    return total / 1024
-
-
-def write_config(workdir: Path, llm: FakeLLM, tg: FakeTelegram) -> Path:
+def write_config(workdir: Path, llm: FakeLLM, tg: BenchTelegram) -> Path:
     config = {
         "providers": {"openai": {"base_url": llm.base_url, "model": "fake-model"}},
         "channels": {
@@ -148,42 +70,7 @@ def write_config(workdir: Path, llm: FakeLLM, tg: FakeTelegram) -> Path:
     return path
 
 
-async def start_serve(
-    workdir: Path, config: Path, profile: Path | None, sample: bool = False
-) -> tuple[asyncio.subprocess.Process, Any]:
-    port = free_port()
-    env = clean_env(workdir)
-    env["PYTHONPATH"] = str(ROOT)
-    command = [sys.executable, "-m", "bot"]
-    if profile is not None:
-        env["LOOPGATE_PROFILE_OUT"] = str(profile)
-        if sample:
-            env["LOOPGATE_PROFILE_SAMPLE"] = "1"
-        command = [sys.executable, str(ROOT / "benchmarks" / "profiled_serve.py")]
-    log = (workdir / "serve.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        *command, "serve", "--config", str(config), "--port", str(port),
-        cwd=workdir, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=log,
-    )  # fmt: skip
-    async with httpx.AsyncClient() as client:
-        for _ in range(300):
-            with contextlib.suppress(httpx.TransportError):
-                if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                    return proc, log
-            if proc.returncode is not None:
-                break
-            await asyncio.sleep(0.1)
-    proc.kill()
-    raise SystemExit(f"loopgate serve did not start; see {workdir / 'serve.log'}")
-
-
 # -- the measurements ------------------------------------------------------------------------
-
-
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(q * len(ordered)) - 1))]
 
 
 @dataclass
@@ -219,9 +106,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
     async with FakeLLM() as llm, BenchTelegram() as tg:
         config = write_config(workdir, llm, tg)
         if args.restart:  # a deployment's usual start: the database exists and is migrated
-            first, first_log = await start_serve(workdir, config, None)
+            first, first_log, _ = await start_serve(workdir, config, None)
             await stop_serve(first, first_log)
-        proc, log = await start_serve(workdir, config, args.profile, args.sample)
+        proc, log, _ = await start_serve(workdir, config, args.profile, args.sample)
         try:
             pid = proc.pid
             result.startup_rss = peak_rss_mib(pid)
@@ -254,15 +141,6 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
         finally:
             await stop_serve(proc, log)
     return result
-
-
-async def stop_serve(proc: asyncio.subprocess.Process, log: Any) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(proc.wait(), 30)
-    except TimeoutError:
-        proc.kill()
-    log.close()
 
 
 def print_table(data: dict[str, Any], args: argparse.Namespace) -> None:
