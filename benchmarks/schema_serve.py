@@ -23,5 +23,5 @@ from bot.storage.db import open_database
 if __name__ == "__main__":
     schema = os.environ.get("LOOPGATE_BENCH_SCHEMA")
     if schema:
-        bot.app.open_database = functools.partial(open_database, schema=schema)
+        bot.app.open_database = functools.partial(open_database, schema=schema)  # type: ignore[attr-defined]
     main()

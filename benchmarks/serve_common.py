@@ -47,6 +47,10 @@ class BenchTelegram(FakeTelegram):
         self.handed_out: dict[int, float] = {}
         self.waiting: dict[int, tuple[str, asyncio.Future[float]]] = {}
 
+    async def __aenter__(self) -> BenchTelegram:  # typed as the subclass for its callers
+        await self.start()
+        return self
+
     async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
         result = await super()._m_getUpdates(params)
         now = time.monotonic()
