@@ -157,6 +157,7 @@ class Loopgate:
                 owner=self.cluster.process_id,
                 lease_seconds=self.config.cluster.lease_seconds,
             )
+            self.inbox.shared = True
         else:
             self.inbox = SqlInbox(self._db) if self.durable else None
         gateway = Gateway(

@@ -21,7 +21,7 @@ from bot.config import BotConfig
 from bot.delivery import deliver, send_with_retry
 from bot.reactions import ReactionState, StatusReactions
 from bot.run_registry import ActiveRun, RunRegistry
-from bot.storage.inbox import InboxState, SqlInbox
+from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
 from bot.streaming import StreamedReply, StreamOptions
 from bot.streaming.reply import StreamClock
 from bot.typing_indicator import TypingIndicator
@@ -98,6 +98,9 @@ class TurnRunner:
     async def execute(self, job: Job, channel: Channel) -> None:
         """Run the agent for ``job`` and deliver the answer; never raises (except shutdown)."""
         msg = job.message
+        if not await self._start_entry(job):
+            job.settle(None)
+            return
         typing = TypingIndicator(
             channel, msg.chat, interval=self.config.typing_interval, ttl=self.config.typing_ttl
         )
@@ -118,8 +121,6 @@ class TurnRunner:
         result: RunResult | None = None
         end: tuple[InboxState, str | None] | None = None
         try:
-            if self.inbox is not None and job.inbox_id is not None and not job.started:
-                await self.inbox.start(job.inbox_id)
             if job.answer is not None:
                 # An earlier process computed this answer and died delivering it.
                 result = RunResult(
@@ -152,6 +153,10 @@ class TurnRunner:
                     await finish_despite_cancel(
                         streamed.abandon(stopped=stopped), name="stream.abandon"
                     )
+        except EntryTakenOver:
+            # Another process holds the entry now and answers it; this one stops sending.
+            log.warning("inbox.taken_over", entry=job.inbox_id, run_id=job.run_id)
+            result = RunResult(run_id=job.run_id, status=RunStatus.CANCELLED)
         except Exception as exc:
             log.exception("turn.failed", run_id=job.run_id, session_key=job.session_key)
             result = RunResult(run_id=job.run_id, status=RunStatus.FAILED, error="delivery")
@@ -166,6 +171,20 @@ class TurnRunner:
             await job.reactions.finish(ok=ended_ok(result))
             await self._record_end(job, end)
             job.settle(result)
+
+    async def _start_entry(self, job: Job) -> bool:
+        """Mark the job's inbox entry ``running``; False when another process holds it (this
+        one lost its lease meanwhile): it is not run here."""
+        if self.inbox is None or job.inbox_id is None or job.started:
+            return True
+        try:
+            if await self.inbox.start(job.inbox_id):
+                return True
+        except Exception as exc:  # run it anyway: at worst it is run again later, not lost
+            log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
+            return True
+        log.warning("inbox.taken_over", entry=job.inbox_id, run_id=job.run_id)
+        return False
 
     def _streamed(
         self, job: Job, channel: Channel, typing: TypingIndicator
@@ -285,18 +304,24 @@ class TurnRunner:
         async def before_first(chunks: int) -> None:
             nonlocal unsaved
             if job.answer is not None:
+                if inbox.shared and not await inbox.confirm(entry):
+                    raise EntryTakenOver(entry)
                 return  # a replay: saved by the process that computed it
             if chunks > 1:
                 # Saved before chunk 1 goes out, so a crash after it resumes at chunk 2 with
                 # the same text instead of running the agent again.
-                await inbox.save_answer(entry, result.content)
+                if not await inbox.save_answer(entry, result.content):
+                    raise EntryTakenOver(entry)
+            elif inbox.shared and not await inbox.confirm(entry):
+                raise EntryTakenOver(entry)
             else:
                 unsaved = result.content  # one chunk: saved with its delivery, one write less
 
         async def sent(message_id: str, last: bool) -> None:
             nonlocal closed
             parts.append(message_id)
-            await inbox.add_part(entry, parts, last=last, answer=unsaved)
+            if not await inbox.add_part(entry, parts, last=last, answer=unsaved):
+                raise EntryTakenOver(entry)
             closed = last
 
         await deliver(

@@ -139,6 +139,61 @@ async def test_take_over_respects_live_leases_of_others(db: Database) -> None:
     assert entry is not None and entry.owner == "restarted"
 
 
+async def test_claims_go_session_by_session_and_a_lapsed_holder_lets_go(db: Database) -> None:
+    """Several processes: an entry stored unowned is claimed with its session, oldest first;
+    a process whose lease ran out can no longer start, save, deliver or end what a peer took."""
+    slow = SqlInbox(db, owner="slow", lease_seconds=-1)  # stalled past its lease
+    peer = SqlInbox(db, owner="peer")
+    other_key = KEY + ":other"
+    first = await slow.add(message("a", message_id="1"), session_key=KEY, agent_id="main")
+    await slow.start(first)
+    second = await peer.accept(
+        message("b", message_id="2"),
+        dedupe_key="k2",
+        session_key=KEY,
+        agent_id="main",
+        owned=False,
+    )
+    third = await peer.accept(
+        message("c", message_id="3"),
+        dedupe_key="k3",
+        session_key=other_key,
+        agent_id="main",
+        owned=False,
+    )
+    assert await peer.claimable_sessions() == [KEY, other_key]
+    assert [e.id for e in await peer.claim_session(KEY)] == [first, second]
+    assert await peer.claim_session(KEY) == []  # claimed once
+    assert await peer.claimable_sessions() == [other_key]
+    assert third is not None
+
+    assert not await slow.start(first)
+    assert not await slow.confirm(first)
+    assert not await slow.save_answer(first, "late")
+    assert not await slow.add_part(first, ["m-1"], last=True, answer="late")
+    await slow.finish(first, InboxState.FAILED, "late")
+    await slow.release(first, "late")
+    entry = await peer.get(first)
+    assert entry is not None
+    assert (entry.owner, entry.state, entry.answer) == ("peer", InboxState.RUNNING, None)
+    assert await peer.confirm(first)
+    assert await peer.add_part(first, ["m-1"], last=True, answer="on time")
+
+    # A live process still working on a session keeps its next messages from being claimed
+    # elsewhere (answered out of order), even by a process that believes it holds the session.
+    busy_key = KEY + ":busy"
+    alive = SqlInbox(db, owner="alive")
+    await alive.add(message("d", message_id="4"), session_key=busy_key, agent_id="main")
+    await peer.accept(
+        message("e", message_id="5"),
+        dedupe_key="k5",
+        session_key=busy_key,
+        agent_id="main",
+        owned=False,
+    )
+    assert await peer.claim_session(busy_key) == []
+
+
 async def test_retry_forgets_the_old_answer_and_prune_keeps_recent(db: Database) -> None:
     inbox = SqlInbox(db, owner="p")
     entry_id = await inbox.add(message("x"), session_key=KEY, agent_id="main")

@@ -100,13 +100,14 @@ class SessionLeases:
         return [key for key, until in self._held.items() if until > now]
 
     async def renew(self, busy: Iterable[str]) -> None:
-        """Extend the leases of the sessions still at work here; forget the others (their
-        leases run out by themselves)."""
-        now = time.monotonic()
+        """Extend the leases of the sessions at work here. An idle session is not renewed (its
+        lease runs out by itself) but is kept while its lease lasts: a claim may be about to
+        queue its first message, and the session must be renewed once it does."""
+        sent = time.monotonic()
         busy = set(busy)
-        for key in [k for k, until in self._held.items() if until <= now or k not in busy]:
+        for key in [k for k, until in self._held.items() if until <= sent and k not in busy]:
             del self._held[key]
-        keys = list(self._held)
+        keys = [key for key in self._held if key in busy]
         if not keys:
             return
         try:
@@ -122,14 +123,15 @@ class SessionLeases:
             return
         lost = [key for key, kept in zip(keys, renewed, strict=True) if not kept]
         if lost:
-            # Redis lost them (restart, outage longer than a lease): the runs go on here; new
-            # messages go to whoever takes the session next.
+            # Redis lost them (restart, outage longer than a lease): the runs go on here, and
+            # the inbox keeps another process from claiming this session's next messages
+            # while this one still holds entries of it (SqlInbox.claim_session).
             log.warning("cluster.session_leases_lost", lost=len(lost))
         for key in keys:
             if key in lost:
                 del self._held[key]
             else:
-                self._held[key] = now + self.link.lease_seconds
+                self._held[key] = sent + self.link.lease_seconds
 
     async def release_all(self) -> None:
         """Hand every session back (a clean stop): another process takes them at once."""

@@ -55,6 +55,7 @@ class ClusterWork:
         claim of this process (of an earlier message, a nudge) must queue *that* job, whose
         completion its caller may be waiting for."""
         self._listener: asyncio.Task[None] | None = None
+        self._renewer: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self.claimed = 0  # entries claimed since start (health, tests)
 
@@ -66,6 +67,7 @@ class ClusterWork:
     async def attach(self, gateway: Gateway) -> None:
         self._gateway = gateway
         self._listener = asyncio.create_task(self._listen(), name="cluster:work")
+        self._renewer = asyncio.create_task(self._renew_forever(), name="cluster:renew")
         await asyncio.wait_for(self._subscribed.wait(), timeout=10)
 
     def dispatch(self, job: Job) -> None:
@@ -163,13 +165,33 @@ class ClusterWork:
         gateway = self._gateway
         if gateway is None:
             return 0
-        await self.leases.renew(gateway.busy_sessions())
-        await self.inbox.renew_leases()
         claimed = 0
         if gateway.accepting:
             for session_key in await self.inbox.claimable_sessions():
                 claimed += await self.claim(session_key)
         return claimed
+
+    async def renew(self) -> None:
+        """Extend the leases of what this process works on: its busy sessions in Redis, its
+        pending entries in the inbox."""
+        if self._gateway is not None:
+            await self.leases.renew(self._gateway.busy_sessions())
+        await self.inbox.renew_leases()
+
+    async def _renew_forever(self) -> None:
+        # On a clock of its own, not after each sweep: a long sweep (many sessions to claim,
+        # a slow database) must not let this process's leases run out while it works.
+        every = self.link.lease_seconds / 3
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            next_at += every
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            try:
+                await self.renew()
+            except Exception as exc:
+                log.warning("cluster.renew_failed", error=repr(exc))
+            next_at = max(next_at, loop.time() - every)  # after a stall, no burst of renewals
 
     def health(self) -> dict[str, int]:
         return {"sessions": len(self.leases.held), "claimed": self.claimed}
@@ -201,11 +223,11 @@ class ClusterWork:
     async def aclose(self) -> None:
         """Stop claiming and hand the sessions back (after the gateway released its entries),
         so other processes take them at once instead of after a lease."""
-        tasks = [t for t in (self._listener, *self._tasks) if t is not None]
+        tasks = [t for t in (self._listener, self._renewer, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._listener = None
+        self._listener = self._renewer = None
         with suppress(Exception):
             await self.inbox.release_queued()
         await self.leases.release_all()

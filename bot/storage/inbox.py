@@ -39,6 +39,12 @@ class InboxState(enum.StrEnum):
 
 
 PENDING = (InboxState.QUEUED, InboxState.RUNNING)
+
+
+class EntryTakenOver(Exception):
+    """Another process holds this entry now (this one lost its lease): stop working on it."""
+
+
 ENDED = (InboxState.ANSWERED, InboxState.DROPPED, InboxState.FAILED, InboxState.EXPIRED)
 
 
@@ -80,6 +86,8 @@ class SqlInbox:
         self._db = db
         self.owner = owner or process_owner()
         self.lease = timedelta(seconds=lease_seconds)
+        self.shared = False
+        """Other processes claim entries of this inbox too (``bot/cluster/work.py``)."""
 
     async def add(
         self, msg: InboundMessage, *, session_key: str, agent_id: str, running: bool = False
@@ -149,10 +157,11 @@ class SqlInbox:
             )
             return int(result.scalar_one())
 
-    async def start(self, entry_id: int) -> None:
-        """``running``, owned by this process under a lease."""
+    async def start(self, entry_id: int) -> bool:
+        """``running``, owned by this process under a lease. False when another process has
+        taken the entry meanwhile (this one lost its lease): it must not be run here."""
         now = utcnow()
-        await self._update(
+        return await self._update(
             entry_id,
             state=InboxState.RUNNING.value,
             attempts=InboxRow.attempts + 1,
@@ -161,21 +170,36 @@ class SqlInbox:
             updated_at=now,
         )
 
-    async def save_answer(self, entry_id: int, answer: str) -> None:
-        """Saved before the first chunk is sent: a replay then delivers this, not a new run."""
-        await self._update(entry_id, answer=clean(answer), parts=[], updated_at=utcnow())
+    async def save_answer(self, entry_id: int, answer: str) -> bool:
+        """Saved before the first chunk is sent: a replay then delivers this, not a new run.
+        False when another process holds the entry: send nothing."""
+        return await self._update(entry_id, answer=clean(answer), parts=[], updated_at=utcnow())
+
+    async def confirm(self, entry_id: int) -> bool:
+        """Whether this process still holds the entry (extending its lease): asked before an
+        answer goes out when several processes share the inbox, so a process that lost its
+        lease while the model was answering does not send what the new holder sends too."""
+        async with self._db.write_connection() as conn:
+            result = await conn.execute(
+                update(InboxRow)
+                .where(InboxRow.id == entry_id, InboxRow.owner == self.owner)
+                .values(lease_until=utcnow() + self.lease)
+            )
+        confirmed: int = result.rowcount
+        return confirmed > 0
 
     async def add_part(
         self, entry_id: int, parts: list[str], *, last: bool, answer: str | None = None
-    ) -> None:
+    ) -> bool:
         """Record the chunks delivered so far; the last one ends the entry as ``answered``.
-        ``answer`` is stored with it when it was not saved before (a one-chunk answer)."""
+        ``answer`` is stored with it when it was not saved before (a one-chunk answer).
+        False when another process has taken the entry: send no more of it."""
         values: dict[str, Any] = {"parts": list(parts), "updated_at": utcnow()}
         if answer is not None:
             values["answer"] = clean(answer)
         if last:
             values.update(state=InboxState.ANSWERED.value, owner=None, lease_until=None)
-        await self._update(entry_id, **values)
+        return await self._update(entry_id, **values)
 
     async def finish(self, entry_id: int, state: InboxState, reason: str | None = None) -> None:
         """End the entry (``answered``, ``dropped``, ``failed``, ``expired``)."""
@@ -210,7 +234,11 @@ class SqlInbox:
         async with self._db.write_connection() as conn:
             await conn.execute(
                 update(InboxRow)
-                .where(InboxRow.id == entry_id, InboxRow.state.in_([s.value for s in PENDING]))
+                .where(
+                    InboxRow.id == entry_id,
+                    InboxRow.state.in_([s.value for s in PENDING]),
+                    self._mine_or_free(),
+                )
                 .values(
                     state=InboxState.QUEUED.value,
                     reason=reason,
@@ -281,9 +309,24 @@ class SqlInbox:
         """Take every claimable entry of one session, oldest first, under this process's
         lease. The caller must hold the session (``bot/cluster/work.py``); the row locks
         (``FOR UPDATE SKIP LOCKED`` on Postgres) still keep two claimers from taking one entry
-        even if two processes believed they held it."""
+        even if two processes believed they held it. Nothing is claimed while another live
+        process holds an entry of the session."""
         now = utcnow()
+        held_elsewhere = (
+            select(InboxRow.id)
+            .where(
+                InboxRow.session_key == session_key,
+                InboxRow.state.in_([s.value for s in PENDING]),
+                InboxRow.owner != self.owner,
+                InboxRow.lease_until >= now,
+            )
+            .limit(1)
+        )
         async with self._db.write() as s:
+            # A live process still holds entries of this session (its session lease was lost,
+            # its inbox lease was not): claiming the next ones now would answer out of order.
+            if (await s.execute(held_elsewhere)).first() is not None:
+                return []
             rows = (
                 await s.scalars(
                     select(InboxRow)
@@ -367,9 +410,21 @@ class SqlInbox:
         removed: int = result.rowcount  # type: ignore[attr-defined]
         return removed
 
-    async def _update(self, entry_id: int, **values: Any) -> None:
+    def _mine_or_free(self) -> Any:
+        # An entry another process holds is its business: a process that lost its lease
+        # (stalled past it, cut off from Redis) must not run, deliver or end it as well.
+        return or_(InboxRow.owner == self.owner, InboxRow.owner.is_(None))
+
+    async def _update(self, entry_id: int, **values: Any) -> bool:
+        """Update one entry unless another process holds it; False then."""
         async with self._db.write_connection() as conn:
-            await conn.execute(update(InboxRow).where(InboxRow.id == entry_id).values(**values))
+            result = await conn.execute(
+                update(InboxRow)
+                .where(InboxRow.id == entry_id, self._mine_or_free())
+                .values(**values)
+            )
+        changed: int = result.rowcount
+        return changed > 0
 
 
 def message_to_json(msg: InboundMessage) -> dict[str, Any]:
