@@ -458,3 +458,31 @@ async def test_a_shutdown_waits_for_the_chunk_being_sent(tmp_path: Path, llm: Fa
     assert done is not None and done.done()
     async with await open_database(config.database.url) as db:
         assert await SqlInbox(db).unanswered() == []  # answered, not handed back
+
+
+async def test_a_process_that_lost_its_entry_meanwhile_sends_nothing(
+    tmp_path: Path, llm: FakeLLM
+) -> None:
+    """Several processes: while the model answered, another process took the entry over (this
+    one had stalled past its lease). The answer is not sent here; the entry stays the other's."""
+    llm.script(delay(0.5, text("late answer")))
+    async with Loopgate(make_config(tmp_path, llm)) as app:
+        assert app.inbox is not None
+        app.inbox.shared = True
+        dm = ChatDriver(app, DM)
+        done = await dm.send("a question")
+        assert done is not None
+        await dm.wait_for(lambda: app.registry.active_runs == 1)
+        [entry] = await entries(app)
+        async with app.db.write() as s:
+            await s.execute(
+                update(InboxRow)
+                .where(InboxRow.id == entry.id)
+                .values(owner="peer", lease_until=utcnow() + timedelta(minutes=1))
+            )
+        with capture_logs() as logs:
+            await asyncio.wait_for(done, 5)
+        assert dm.texts() == []
+        assert any(e["event"] == "inbox.taken_over" for e in logs)
+        after = await state_of(app, entry.id)
+        assert (after.owner, after.state) == ("peer", InboxState.RUNNING)
