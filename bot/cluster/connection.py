@@ -12,14 +12,31 @@ import enum
 import os
 import secrets
 import socket
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 import structlog
 from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
 
 log = structlog.get_logger(__name__)
 
 PING_EVERY = 1.0
+
+# A lease's value is its holder: only the holder may extend or delete it (a process that
+# stalled past its lease must not touch the next holder's).
+RENEW_IF_HELD = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+RELEASE_IF_HELD = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+"""
 
 
 def process_id() -> str:
@@ -73,6 +90,32 @@ class RedisLink:
                 self.mark(False, exc)
             else:
                 self.mark(True)
+
+    async def listen(
+        self,
+        channel: str,
+        on_message: Callable[[bytes | str], None],
+        on_subscribed: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Deliver every message of ``channel`` until cancelled, subscribing again after a
+        Redis failure; ``on_subscribed`` runs after each (re)subscription."""
+        while True:
+            pubsub: PubSub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(channel)
+                await on_subscribed()
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        on_message(message["data"])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.mark(False, exc)
+                await asyncio.sleep(0.5)
+            finally:
+                with suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def aclose(self) -> None:
         if self._watch is not None:

@@ -15,23 +15,10 @@ from contextlib import suppress
 
 import structlog
 
-from bot.cluster.connection import RedisLink, RedisState
+from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink, RedisState
 from bot.cluster.pacing import RedisUnavailable
 
 log = structlog.get_logger(__name__)
-
-_RENEW = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('pexpire', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('del', KEYS[1])
-end
-return 0
-"""
 
 
 class RedisLease:
@@ -48,7 +35,8 @@ class RedisLease:
         while True:
             await asyncio.sleep(self.link.lease_seconds / 3)
             try:
-                kept = await self.link.client.eval(_RENEW, 1, self.key, self.holder, lease_ms)
+                client = self.link.client
+                kept = await client.eval(RENEW_IF_HELD, 1, self.key, self.holder, lease_ms)
             except Exception as exc:  # the holder goes on; the lock may expire meanwhile
                 self.link.mark(False, exc)
                 continue
@@ -61,7 +49,7 @@ class RedisLease:
         with suppress(asyncio.CancelledError):
             await self._renewal
         try:
-            await self.link.client.eval(_RELEASE, 1, self.key, self.holder)
+            await self.link.client.eval(RELEASE_IF_HELD, 1, self.key, self.holder)
         except Exception as exc:  # it expires by itself after the lease
             log.warning("cluster.lock_release_failed", key=self.key, error=repr(exc))
 

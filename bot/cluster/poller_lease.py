@@ -17,22 +17,9 @@ from contextlib import suppress
 
 import structlog
 
-from bot.cluster.connection import RedisLink
+from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink
 
 log = structlog.get_logger(__name__)
-
-_RENEW = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('pexpire', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('del', KEYS[1])
-end
-return 0
-"""
 
 
 def token_digest(token: str) -> str:
@@ -78,7 +65,7 @@ class PollerLease:
             sent = time.monotonic()
             try:
                 if self.holds():
-                    renewed = await client.eval(_RENEW, 1, self.key, me, self._lease_ms)
+                    renewed = await client.eval(RENEW_IF_HELD, 1, self.key, me, self._lease_ms)
                     if renewed:
                         self._held_until = sent + self.link.lease_seconds
                     else:
@@ -110,6 +97,6 @@ class PollerLease:
             self._task = None
         if held:
             try:
-                await self.link.client.eval(_RELEASE, 1, self.key, self.link.process_id)
+                await self.link.client.eval(RELEASE_IF_HELD, 1, self.key, self.link.process_id)
             except Exception as exc:  # it expires by itself after the lease
                 log.warning("cluster.poller_release_failed", channel=self.channel, error=repr(exc))

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from redis.asyncio.client import PubSub
 
 from bot.cluster.connection import RedisLink
 from bot.run_registry import ActiveRun, LocalRunRegistry
@@ -227,24 +226,11 @@ class ClusterRunRegistry:
             self._safe_apply(event)
 
     async def _listen(self) -> None:
-        while True:
-            pubsub: PubSub = self.link.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(self.channel)
-                await self._resync()  # what was registered before we listened
-                self._subscribed.set()
-                while True:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is not None and message.get("type") == "message":
-                        self._on_message(message["data"])
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.link.mark(False, exc)
-                await asyncio.sleep(0.5)
-            finally:
-                with suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+        async def subscribed() -> None:
+            await self._resync()  # what was registered before we listened
+            self._subscribed.set()
+
+        await self.link.listen(self.channel, self._on_message, subscribed)
 
     def _on_message(self, data: bytes | str) -> None:
         try:

@@ -25,7 +25,6 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from redis.asyncio.client import PubSub
 
 from bot.cluster.connection import RedisLink
 from bot.cluster.session_leases import SessionLeases
@@ -197,23 +196,10 @@ class ClusterWork:
         return {"sessions": len(self.leases.held), "claimed": self.claimed}
 
     async def _listen(self) -> None:
-        while True:
-            pubsub: PubSub = self.link.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(self.channel)
-                self._subscribed.set()
-                while True:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is not None and message.get("type") == "message":
-                        self._on_message(message["data"])
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.link.mark(False, exc)
-                await asyncio.sleep(0.5)
-            finally:
-                with suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+        async def subscribed() -> None:
+            self._subscribed.set()
+
+        await self.link.listen(self.channel, self._on_message, subscribed)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(coro)

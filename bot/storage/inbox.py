@@ -8,11 +8,9 @@ lease, so several processes can later share one inbox without a new schema.
 
 from __future__ import annotations
 
-import enum
 import os
 import socket
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,50 +20,22 @@ from sqlalchemy.sql.expression import Executable
 from bot.redaction import redact
 from bot.storage._sql import clean, clean_optional, upsert_insert
 from bot.storage.db import Database
+from bot.storage.inbox_entry import (
+    ENDED,
+    PENDING,
+    EntryTakenOver,
+    InboxEntry,
+    InboxState,
+    entry_of,
+    message_to_json,
+)
 from bot.storage.models import InboxRow, ProcessedMessageRow, utcnow
 from bot.storage.state import fit_key
-from channels import ChatRef, ChatType, InboundMessage, Sender
+from channels import InboundMessage
+
+__all__ = ["EntryTakenOver", "InboxEntry", "InboxState", "SqlInbox", "process_owner"]
 
 DEFAULT_LEASE_SECONDS = 60.0
-
-
-class InboxState(enum.StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    ANSWERED = "answered"
-    DROPPED = "dropped"
-    FAILED = "failed"
-    EXPIRED = "expired"
-
-
-PENDING = (InboxState.QUEUED, InboxState.RUNNING)
-
-
-class EntryTakenOver(Exception):
-    """Another process holds this entry now (this one lost its lease): stop working on it."""
-
-
-ENDED = (InboxState.ANSWERED, InboxState.DROPPED, InboxState.FAILED, InboxState.EXPIRED)
-
-
-@dataclass(frozen=True, slots=True)
-class InboxEntry:
-    id: int
-    session_key: str
-    agent_id: str
-    state: InboxState
-    reason: str | None
-    attempts: int
-    message: InboundMessage
-    answer: str | None
-    parts: list[str]
-    received_at: datetime
-    updated_at: datetime
-    owner: str | None
-
-    @property
-    def channel(self) -> str:
-        return self.message.chat.channel
 
 
 def process_owner() -> str:
@@ -283,7 +253,7 @@ class SqlInbox:
                     .where(InboxRow.id.in_(ids))
                     .values(owner=self.owner, lease_until=now + self.lease)
                 )
-        return [_entry(row) for row in rows]
+        return [entry_of(row) for row in rows]
 
     def _claimable(self, now: datetime) -> Any:
         return InboxRow.state.in_([s.value for s in PENDING]) & or_(
@@ -341,7 +311,7 @@ class SqlInbox:
                     .where(InboxRow.id.in_([row.id for row in rows]))
                     .values(owner=self.owner, lease_until=now + self.lease)
                 )
-            return [_entry(row) for row in rows]
+            return [entry_of(row) for row in rows]
 
     async def renew_leases(self) -> int:
         """Extend the lease of everything this process holds; returns how many."""
@@ -357,7 +327,7 @@ class SqlInbox:
     async def get(self, entry_id: int) -> InboxEntry | None:
         async with self._db.sessionmaker() as s:
             row = await s.get(InboxRow, entry_id)
-            return None if row is None else _entry(row)
+            return None if row is None else entry_of(row)
 
     async def retry(self, entry_id: int) -> InboxEntry | None:
         """Queue an entry again for a fresh run (its earlier answer, if any, is forgotten)."""
@@ -374,7 +344,7 @@ class SqlInbox:
             row.received_at = utcnow()  # a retry is asked for now: replay_max_age counts anew
             row.updated_at = utcnow()
             await s.flush()
-            return _entry(row)
+            return entry_of(row)
 
     async def unanswered(self, limit: int = 100) -> list[InboxEntry]:
         """Entries that did not end ``answered``, newest first (``loopgate inbox``)."""
@@ -385,7 +355,7 @@ class SqlInbox:
                 .order_by(InboxRow.id.desc())
                 .limit(limit)
             )
-            return [_entry(row) for row in rows]
+            return [entry_of(row) for row in rows]
 
     async def counts(self) -> dict[str, int]:
         """How many entries are ``queued`` and ``running`` (the inbox depth)."""
@@ -425,61 +395,3 @@ class SqlInbox:
             )
         changed: int = result.rowcount
         return changed > 0
-
-
-def message_to_json(msg: InboundMessage) -> dict[str, Any]:
-    return {
-        "chat": {
-            "channel": msg.chat.channel,
-            "chat_id": msg.chat.chat_id,
-            "chat_type": msg.chat.chat_type.value,
-            "thread_id": msg.chat.thread_id,
-        },
-        "message_id": msg.message_id,
-        "sender": {"id": msg.sender.id, "name": msg.sender.name, "is_bot": msg.sender.is_bot},
-        "text": clean(msg.text),
-        "addressed": msg.addressed,
-        "sender_is_admin": msg.sender_is_admin,
-        "reply_to_text": clean_optional(msg.reply_to_text),
-        "received_at": msg.received_at.isoformat(),
-        "metadata": dict(msg.metadata),
-    }
-
-
-def message_from_json(data: dict[str, Any]) -> InboundMessage:
-    chat, sender = data["chat"], data["sender"]
-    return InboundMessage(
-        chat=ChatRef(
-            channel=chat["channel"],
-            chat_id=chat["chat_id"],
-            chat_type=ChatType(chat["chat_type"]),
-            thread_id=chat.get("thread_id"),
-        ),
-        message_id=data["message_id"],
-        sender=Sender(
-            id=sender["id"], name=sender.get("name", ""), is_bot=sender.get("is_bot", False)
-        ),
-        text=data["text"],
-        addressed=data.get("addressed", True),
-        sender_is_admin=data.get("sender_is_admin", False),
-        reply_to_text=data.get("reply_to_text"),
-        received_at=datetime.fromisoformat(data["received_at"]),
-        metadata=dict(data.get("metadata") or {}),
-    )
-
-
-def _entry(row: InboxRow) -> InboxEntry:
-    return InboxEntry(
-        id=row.id,
-        session_key=row.session_key,
-        agent_id=row.agent_id,
-        state=InboxState(row.state),
-        reason=row.reason,
-        attempts=row.attempts,
-        message=message_from_json(row.message),
-        answer=row.answer,
-        parts=list(row.parts or []),
-        received_at=row.received_at,
-        updated_at=row.updated_at,
-        owner=row.owner,
-    )

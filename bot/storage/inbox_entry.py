@@ -1,0 +1,109 @@
+"""What one inbox entry is: its states, its fields, and the stored form of its message."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.storage._sql import clean, clean_optional
+from bot.storage.models import InboxRow
+from channels import ChatRef, ChatType, InboundMessage, Sender
+
+
+class InboxState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    ANSWERED = "answered"
+    DROPPED = "dropped"
+    FAILED = "failed"
+    EXPIRED = "expired"
+
+
+PENDING = (InboxState.QUEUED, InboxState.RUNNING)
+
+
+class EntryTakenOver(Exception):
+    """Another process holds this entry now (this one lost its lease): stop working on it."""
+
+
+ENDED = (InboxState.ANSWERED, InboxState.DROPPED, InboxState.FAILED, InboxState.EXPIRED)
+
+
+@dataclass(frozen=True, slots=True)
+class InboxEntry:
+    id: int
+    session_key: str
+    agent_id: str
+    state: InboxState
+    reason: str | None
+    attempts: int
+    message: InboundMessage
+    answer: str | None
+    parts: list[str]
+    received_at: datetime
+    updated_at: datetime
+    owner: str | None
+
+    @property
+    def channel(self) -> str:
+        return self.message.chat.channel
+
+
+def message_to_json(msg: InboundMessage) -> dict[str, Any]:
+    return {
+        "chat": {
+            "channel": msg.chat.channel,
+            "chat_id": msg.chat.chat_id,
+            "chat_type": msg.chat.chat_type.value,
+            "thread_id": msg.chat.thread_id,
+        },
+        "message_id": msg.message_id,
+        "sender": {"id": msg.sender.id, "name": msg.sender.name, "is_bot": msg.sender.is_bot},
+        "text": clean(msg.text),
+        "addressed": msg.addressed,
+        "sender_is_admin": msg.sender_is_admin,
+        "reply_to_text": clean_optional(msg.reply_to_text),
+        "received_at": msg.received_at.isoformat(),
+        "metadata": dict(msg.metadata),
+    }
+
+
+def message_from_json(data: dict[str, Any]) -> InboundMessage:
+    chat, sender = data["chat"], data["sender"]
+    return InboundMessage(
+        chat=ChatRef(
+            channel=chat["channel"],
+            chat_id=chat["chat_id"],
+            chat_type=ChatType(chat["chat_type"]),
+            thread_id=chat.get("thread_id"),
+        ),
+        message_id=data["message_id"],
+        sender=Sender(
+            id=sender["id"], name=sender.get("name", ""), is_bot=sender.get("is_bot", False)
+        ),
+        text=data["text"],
+        addressed=data.get("addressed", True),
+        sender_is_admin=data.get("sender_is_admin", False),
+        reply_to_text=data.get("reply_to_text"),
+        received_at=datetime.fromisoformat(data["received_at"]),
+        metadata=dict(data.get("metadata") or {}),
+    )
+
+
+def entry_of(row: InboxRow) -> InboxEntry:
+    return InboxEntry(
+        id=row.id,
+        session_key=row.session_key,
+        agent_id=row.agent_id,
+        state=InboxState(row.state),
+        reason=row.reason,
+        attempts=row.attempts,
+        message=message_from_json(row.message),
+        answer=row.answer,
+        parts=list(row.parts or []),
+        received_at=row.received_at,
+        updated_at=row.updated_at,
+        owner=row.owner,
+    )
