@@ -33,7 +33,14 @@ def tg_config(
     bot: dict[str, Any] | None = None,
     **section: Any,
 ) -> Config:
-    telegram = {
+    return make_config(
+        tmp_path, llm, channels={"telegram": telegram_section(tg, **section)}, bot=bot or {}
+    )
+
+
+def telegram_section(tg: FakeTelegram, **overrides: Any) -> dict[str, Any]:
+    """``channels.telegram`` pointed at the fake: polling, no pacing, whole messages."""
+    return {
         "enabled": True,
         "token": tg.token,
         "api_base_url": tg.base_url,
@@ -42,9 +49,8 @@ def tg_config(
         # Whole-message delivery; streamed answers (the default) are tested on their own
         # (test_streaming_e2e.py, test_telegram_streaming.py).
         "streaming": "off",
-        **section,
+        **overrides,
     }
-    return make_config(tmp_path, llm, channels={"telegram": telegram}, bot=bot or {})
 
 
 def channel_of(app: Loopgate) -> TelegramChannel:

@@ -28,7 +28,7 @@ from tests.fakes.llm_server import FakeLLM, call, delay, text, tool_calls
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.telegram_server import FakeTelegram
 from tests.service_support import until
-from tests.telegram_support import reactions
+from tests.telegram_support import reactions, telegram_section
 
 try:
     from playwright.async_api import Browser, Page, async_playwright, expect
@@ -61,14 +61,7 @@ class Served:
 
 @pytest.fixture
 async def served(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram) -> AsyncIterator[Served]:
-    telegram = {
-        "enabled": True,
-        "token": tg.token,
-        "api_base_url": tg.base_url,
-        "polling_timeout": 1,
-        "rate_limit": "off",
-        "streaming": "off",
-    }
+    telegram = telegram_section(tg)
     config = admin_config(tmp_path, llm, channels={"telegram": telegram})
     async with Loopgate(config) as app:
         server = LoopbackServer(create_app(app, manage_lifespan=False), name="loopgate")

@@ -17,6 +17,7 @@ from bot.cluster.connection import RedisLink
 from bot.cluster.dedupe import FastDedupe
 from bot.cluster.locks import RedisLease, RedisLocks
 from tests.cluster_support import REDIS_URL, ClusterConfig, needs_postgres, needs_redis
+from tests.inbound_support import MemorySeen
 from tests.test_compaction import RoleProvider, pairs
 from tests.test_loop import make_loop, request
 
@@ -152,11 +153,11 @@ async def test_seeding_waits_for_the_process_seeding_the_same_workspace(
 # -- dedupe fast path ----------------------------------------------------------------------------
 
 
-class Durable:
+class Durable(MemorySeen):
     """The database's record, counting the writes the fast path saves."""
 
     def __init__(self) -> None:
-        self.keys: set[str] = set()
+        super().__init__()
         self.writes = 0
         self.fail = False
 
@@ -164,13 +165,7 @@ class Durable:
         self.writes += 1
         if self.fail:
             raise ConnectionError("database down")
-        if key in self.keys:
-            return True
-        self.keys.add(key)
-        return False
-
-    async def forget(self, key: str) -> None:
-        self.keys.discard(key)
+        return await super().seen(key)
 
 
 async def test_a_repeat_reaching_another_process_is_caught_without_the_database(

@@ -10,7 +10,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
-from typing import Any
 
 import pytest
 
@@ -26,7 +25,7 @@ from tests.cluster_support import REDIS_URL, ClusterConfig, needs_postgres, need
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.slack_support import slack_section
-from tests.telegram_support import channel_of
+from tests.telegram_support import channel_of, telegram_section
 
 RATE = 20.0  # sends a second: one every 50 ms
 STEP = 1 / RATE
@@ -170,14 +169,9 @@ async def test_redis_known_down_is_not_waited_for(redis_prefix: str) -> None:
 async def test_two_processes_send_to_one_telegram_chat_as_one(
     cluster_config: ClusterConfig, tg: FakeTelegram
 ) -> None:
-    telegram: dict[str, Any] = {
-        "enabled": True,
-        "token": tg.token,
-        "api_base_url": tg.base_url,
-        "polling_timeout": 1,
-        "streaming": "off",
-        "rate_limit": {"per_chat": RATE, "per_chat_burst": 2, "overall": 1000},
-    }
+    telegram = telegram_section(
+        tg, rate_limit={"per_chat": RATE, "per_chat_burst": 2, "overall": 1000}
+    )
     async with AsyncExitStack() as stack:
         apps = [
             await stack.enter_async_context(

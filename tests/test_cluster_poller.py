@@ -19,7 +19,7 @@ from channels.zalo import ZaloBotClient
 from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.zalo_server import DEFAULT_TOKEN, FakeZalo, text_event
-from tests.telegram_support import channel_of
+from tests.telegram_support import channel_of, telegram_section
 
 pytestmark = [needs_redis, needs_postgres]
 
@@ -44,14 +44,7 @@ def polls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Bot, float]]:
 async def pair(
     cluster_config: ClusterConfig, tg: FakeTelegram
 ) -> AsyncIterator[tuple[Loopgate, Loopgate]]:
-    telegram = {
-        "enabled": True,
-        "token": tg.token,
-        "api_base_url": tg.base_url,
-        "polling_timeout": 1,
-        "rate_limit": "off",
-        "streaming": "off",
-    }
+    telegram = telegram_section(tg)
     async with AsyncExitStack() as stack:
         a = await stack.enter_async_context(
             Loopgate(cluster_config(channels={"telegram": telegram}))

@@ -19,7 +19,7 @@ from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.fakes.llm_server import FakeLLM, delay, echo
 from tests.fakes.telegram_server import FakeTelegram
 from tests.inbound_support import webhook_client
-from tests.telegram_support import channel_of
+from tests.telegram_support import channel_of, telegram_section
 
 pytestmark = [needs_redis, needs_postgres]
 
@@ -30,16 +30,12 @@ SECRET = "cluster-work-secret"
 async def pair(
     cluster_config: ClusterConfig, tg: FakeTelegram
 ) -> AsyncIterator[tuple[Loopgate, Loopgate]]:
-    telegram = {
-        "enabled": True,
-        "token": tg.token,
-        "api_base_url": tg.base_url,
-        "mode": "webhook",
-        "webhook_url": "https://bot.example/telegram/webhook",
-        "webhook_secret": SECRET,
-        "rate_limit": "off",
-        "streaming": "off",
-    }
+    telegram = telegram_section(
+        tg,
+        mode="webhook",
+        webhook_url="https://bot.example/telegram/webhook",
+        webhook_secret=SECRET,
+    )
     async with AsyncExitStack() as stack:
         apps = []
         for _ in range(2):
