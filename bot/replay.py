@@ -31,14 +31,10 @@ class ReplayReport:
     failed: int = 0
 
 
-async def replay_pending(
-    gateway: Gateway, inbox: SqlInbox, *, max_age: float, all_owners: bool = True
-) -> ReplayReport:
-    """Queue every pending entry again (start-up: this process is the inbox's only user).
-
-    ``all_owners=False`` (several processes): only what nobody holds, not a live peer's work.
-    """
-    entries = await inbox.take_over(all_owners=all_owners)
+async def replay_pending(gateway: Gateway, inbox: SqlInbox, *, max_age: float) -> ReplayReport:
+    """Queue every pending entry again (start-up: this process is the inbox's only user; with
+    several, ``bot/cluster/work.py`` claims what nobody holds instead)."""
+    entries = await inbox.take_over()
     report = await requeue(gateway, inbox, entries, max_age=max_age)
     if report.replayed or report.expired or report.failed:
         log.info(

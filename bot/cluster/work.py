@@ -124,6 +124,15 @@ class ClusterWork:
                 log.info("cluster.claimed", entry=entry.id, session_key=entry.session_key)
             else:  # an earlier process started it: resume where it stopped
                 await requeue(gateway, self.inbox, [entry], max_age=self.max_age)
+        if entries:
+            # No live peer holds this session (claim_session claimed), so an older message
+            # received here and not claimed now was answered elsewhere: nothing runs it here.
+            last = entries[-1].id
+            session_key = entries[-1].session_key
+            for entry_id, job in list(self._received.items()):
+                if job.session_key == session_key and entry_id < last:
+                    del self._received[entry_id]
+                    job.settle(None)
 
     async def _nudge(self, holder: str, session_key: str) -> None:
         # A lost nudge costs at most one sweep: the holder's sweep finds the entry anyway.

@@ -234,16 +234,13 @@ class SqlInbox:
         """Claim the pending entries a previous process left, oldest first.
 
         One process per inbox (today's deployment) takes every pending entry at start-up,
-        whoever owned it: the owner is gone. ``all_owners=False`` takes only those whose lease
-        has expired, which is what several processes sharing an inbox will do.
+        whoever owned it: the owner is gone. ``all_owners=False`` (the periodic sweep) takes
+        only what nobody holds; several processes claim session by session instead
+        (:meth:`claim_session`).
         """
         now = utcnow()
         pending = InboxRow.state.in_([s.value for s in PENDING])
-        unheld = or_(
-            InboxRow.owner.is_(None),
-            (InboxRow.owner != self.owner) & (InboxRow.lease_until < now),
-        )
-        claimable = pending if all_owners else pending & unheld
+        claimable = pending if all_owners else self._claimable(now)
         async with self._db.write() as s:
             rows = (await s.scalars(select(InboxRow).where(claimable).order_by(InboxRow.id))).all()
             ids = [row.id for row in rows]
