@@ -57,3 +57,19 @@ async def finish_despite_cancel(
             log.warning("cleanup.failed", work=name, error=repr(error))
         raise asyncio.CancelledError
     return task.result()
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait until it has ended.
+
+    The usual ``with suppress(CancelledError): await task`` also swallows a cancellation of
+    the *caller* that arrives while it waits: a run stopped (``/stop``) just as it released a
+    lock would then carry on as if nothing happened. Here that cancellation propagates.
+    """
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise

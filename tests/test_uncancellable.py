@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agent_core.uncancellable import finish_despite_cancel
+from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel
 
 
 async def test_returns_the_result_when_nobody_cancels() -> None:
@@ -63,3 +63,37 @@ async def test_the_works_own_error_is_raised_when_not_cancelled() -> None:
 
     with pytest.raises(ValueError, match="disk full"):
         await finish_despite_cancel(fails())
+
+
+async def test_cancel_and_wait_keeps_a_cancellation_of_the_caller() -> None:
+    """The caller is stopped while it waits for a child that takes a moment to end: it must
+    stop too, not go on (what ``suppress(CancelledError)`` around the wait would do)."""
+    went_on = False
+
+    async def child() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.1)  # clean-up of its own
+            raise
+
+    async def caller() -> None:
+        nonlocal went_on
+        worker = asyncio.create_task(child())
+        await asyncio.sleep(0)
+        await cancel_and_wait(worker)
+        went_on = True
+
+    task = asyncio.create_task(caller())
+    await asyncio.sleep(0.02)  # the caller now waits for the child
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not went_on
+
+
+async def test_cancel_and_wait_returns_when_only_the_child_is_cancelled() -> None:
+    worker = asyncio.create_task(asyncio.sleep(10))
+    await asyncio.sleep(0)
+    await cancel_and_wait(worker)
+    assert worker.cancelled()

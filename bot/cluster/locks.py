@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from contextlib import suppress
 
 import structlog
 
+from agent_core.uncancellable import cancel_and_wait
 from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink, RedisState
 from bot.cluster.pacing import RedisUnavailable
 
@@ -45,9 +45,8 @@ class RedisLease:
                 return
 
     async def release(self) -> None:
-        self._renewal.cancel()
-        with suppress(asyncio.CancelledError):
-            await self._renewal
+        # A run stopped while it releases its seed lock must still stop (cancel_and_wait).
+        await cancel_and_wait(self._renewal)
         try:
             await self.link.client.eval(RELEASE_IF_HELD, 1, self.key, self.holder)
         except Exception as exc:  # it expires by itself after the lease
