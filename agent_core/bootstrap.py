@@ -177,7 +177,9 @@ class Workspaces:
         user_dir = self.user_dir(user_id)
         with self._lock:
             done = user_dir in self._seeded  # seeded last, so the agent's files are done too
-        if self.locks is None or done:
+        if done:
+            return []  # as ensure_user_files would say, without a thread hop on every run
+        if self.locks is None:
             return await asyncio.to_thread(self.ensure_user_files, user_id)
         name = "seed:" + hashlib.sha256(str(user_dir).encode()).hexdigest()[:24]
         lease: Lease | None = None

@@ -30,6 +30,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ class Result:
     latencies: list[float] = field(default_factory=list)
     latency_cpu: float = 0.0
     replies: int = 0
+    latency_calls: dict[str, float] = field(default_factory=dict)
+    calls: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     cpu: float = 0.0
     rss: float = 0.0
@@ -98,7 +101,17 @@ class Result:
             "end_rss_mib": round(self.end_rss, 1),
             "startup_rss_mib": round(self.startup_rss, 1),
             "replies": self.replies + len(self.latencies),
+            "telegram_calls_per_reply": {
+                "sequential": self.latency_calls,
+                "throughput": self.calls,
+            },
         }
+
+
+def api_calls(tg: BenchTelegram, since: int, replies: int) -> dict[str, float]:
+    """Bot API calls per reply by method, from the fake's record since call number ``since``."""
+    counts = Counter(call.method for call in tg.calls[since:])
+    return {method: round(n / max(replies, 1), 2) for method, n in counts.most_common()}
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> Result:
@@ -114,10 +127,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
             result.startup_rss = peak_rss_mib(pid)
             for n in range(args.warmup):
                 await tg.ask(WARMUP_USER, f"warm {n}")
-            cpu0 = cpu_seconds(pid)
+            cpu0, calls0 = cpu_seconds(pid), len(tg.calls)
             for n in range(args.latency):
                 result.latencies.append(await tg.ask(LATENCY_USER, f"m{n}"))
             result.latency_cpu = cpu_seconds(pid) - cpu0
+            result.latency_calls = api_calls(tg, calls0, args.latency)
 
             async def conversation(user_id: int) -> None:
                 for n in range(args.per_chat):
@@ -125,11 +139,12 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
 
             if args.profile is not None:
                 os.kill(pid, signal.SIGUSR1)
-            cpu0, t0 = cpu_seconds(pid), time.monotonic()
+            cpu0, t0, calls0 = cpu_seconds(pid), time.monotonic(), len(tg.calls)
             await asyncio.gather(*(conversation(100_000 + c) for c in range(args.chats)))
             result.seconds = time.monotonic() - t0
             result.cpu = cpu_seconds(pid) - cpu0
             result.replies = args.chats * args.per_chat
+            result.calls = api_calls(tg, calls0, result.replies)
             result.rss = peak_rss_mib(pid)
             result.end_rss = peak_rss_mib(pid, "VmRSS")
             if args.profile is not None:
@@ -143,6 +158,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
     return result
 
 
+def fmt_calls(data: dict[str, Any], phase: str) -> str:
+    calls = data["telegram_calls_per_reply"][phase]
+    return f"{sum(calls.values()):.1f}: " + ", ".join(f"{m} {n}" for m, n in calls.items())
+
+
 def print_table(data: dict[str, Any], args: argparse.Namespace) -> None:
     lat = data["latency_ms"]
     rows = [
@@ -152,6 +172,8 @@ def print_table(data: dict[str, Any], args: argparse.Namespace) -> None:
         (f"throughput ({args.chats} chats x {args.per_chat})",
          f"{data['throughput_rps']} replies/s"),
         ("CPU per reply, throughput", f"{data['cpu_ms_per_reply']} ms"),
+        ("Bot API calls per reply, sequential", fmt_calls(data, "sequential")),
+        ("Bot API calls per reply, throughput", fmt_calls(data, "throughput")),
         ("RSS peak (VmHWM) / at the end / after start-up", f"{data['peak_rss_mib']} / "
          f"{data['end_rss_mib']} / {data['startup_rss_mib']} MiB"),
     ]  # fmt: skip

@@ -42,6 +42,7 @@ async def compute_metrics(
     """Metrics of every agent with finished runs in ``[start, end)`` (or of ``agent_id``
     only), ordered by agent id."""
     where = _window(start, end, agent_id)
+    await db.trace_writer.flush()  # traces are written behind the runs
     async with db.sessionmaker() as s:
         runs = (
             await s.execute(

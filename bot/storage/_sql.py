@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 
-from bot.storage.db import Database
+if TYPE_CHECKING:
+    from bot.storage.db import Database
 
 NUL_REPLACEMENT = "\ufffd"
 
@@ -16,6 +18,25 @@ def upsert_insert(db: Database, table: Any) -> postgresql.Insert | sqlite.Insert
     if db.dialect == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+def dialect_insert(dialect: str, table: Any) -> postgresql.Insert | sqlite.Insert:
+    """:func:`upsert_insert` by dialect name, for statements built once (``functools.cache``)
+    and executed with a parameter dict: on the reply path, building a statement and computing
+    its cache key cost SQLAlchemy about as much as SQLite takes to run it. Against the table,
+    not the mapped class: an ORM-enabled INSERT takes the ORM's bulk path even on a connection.
+    """
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+def table_of(model: Any) -> Table:
+    """A mapped class's table, typed as a :class:`Table` (mypy sees ``__table__`` as a
+    FromClause)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
 
 
 def clean(text: str) -> str:

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from bot.storage.errors import StorageError
+from bot.storage.trace_writer import TraceWriter
 from bot.storage.writer import WriterQueue
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class Database:
         # SQLite: one writer at a time, queued in the event loop (see writer.py). Readers are
         # not queued (WAL). Postgres takes concurrent writers itself.
         self._writer = WriterQueue() if engine.dialect.name == "sqlite" else None
+        self.trace_writer = TraceWriter(self)
+        """Traces are written behind the runs (``bot/storage/trace_writer.py``)."""
 
     @asynccontextmanager
     async def write(self, *, urgent: bool = False) -> AsyncIterator[AsyncSession]:
@@ -98,6 +101,7 @@ class Database:
         return self.engine.url.render_as_string(hide_password=True)
 
     async def aclose(self) -> None:
+        await self.trace_writer.flush()
         await self.engine.dispose()
 
     async def __aenter__(self) -> Database:

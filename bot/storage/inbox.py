@@ -12,13 +12,14 @@ import os
 import socket
 import uuid
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.sql.expression import Executable
 
 from bot.redaction import redact
-from bot.storage._sql import clean, clean_optional, upsert_insert
+from bot.storage._sql import clean, clean_optional, table_of
 from bot.storage.db import Database
 from bot.storage.inbox_entry import (
     ENDED,
@@ -29,8 +30,8 @@ from bot.storage.inbox_entry import (
     entry_of,
     message_to_json,
 )
-from bot.storage.models import InboxRow, ProcessedMessageRow, utcnow
-from bot.storage.state import fit_key
+from bot.storage.models import InboxRow, utcnow
+from bot.storage.state import mark_seen, seen_params
 from channels import InboundMessage
 
 __all__ = ["EntryTakenOver", "InboxEntry", "InboxState", "SqlInbox", "process_owner"]
@@ -65,7 +66,7 @@ class SqlInbox:
         """Store ``msg`` as ``queued`` (``running`` when it starts at once: one write less);
         returns its id."""
         async with self._db.write_connection() as conn:
-            result = await conn.execute(self._insert(msg, session_key, agent_id, running))
+            result = await conn.execute(*self._insert(msg, session_key, agent_id, running))
             return int(result.scalar_one())
 
     def _insert(
@@ -75,31 +76,27 @@ class SqlInbox:
         agent_id: str,
         running: bool,
         owned: bool = True,
-    ) -> Executable:
+    ) -> tuple[Executable, dict[str, Any]]:
         now = utcnow()
-        return (
-            insert(InboxRow)
-            .values(
-                session_key=session_key,
-                agent_id=agent_id,
-                channel=msg.chat.channel,
-                message=message_to_json(msg),
-                state=(InboxState.RUNNING if running else InboxState.QUEUED).value,
-                attempts=1 if running else 0,
-                parts=[],
-                # When Loopgate took it, not the platform's date: replay_max_age counts the
-                # wait here, whatever the platform's clock (the message keeps its own date).
-                received_at=now,
-                created_at=now,
-                updated_at=now,
-                # Held by this process from the start: a sweep must not take it over meanwhile.
-                # Unowned when several processes share the inbox: whoever holds the session
-                # claims it (claim_session), so one chat is answered by one process, in order.
-                owner=self.owner if owned else None,
-                lease_until=now + self.lease if owned else None,
-            )
-            .returning(InboxRow.id)
-        )
+        return _INSERT_ENTRY, {
+            "session_key": session_key,
+            "agent_id": agent_id,
+            "channel": msg.chat.channel,
+            "message": message_to_json(msg),
+            "state": (InboxState.RUNNING if running else InboxState.QUEUED).value,
+            "attempts": 1 if running else 0,
+            "parts": [],
+            # When Loopgate took it, not the platform's date: replay_max_age counts the
+            # wait here, whatever the platform's clock (the message keeps its own date).
+            "received_at": now,
+            "created_at": now,
+            "updated_at": now,
+            # Held by this process from the start: a sweep must not take it over meanwhile.
+            # Unowned when several processes share the inbox: whoever holds the session
+            # claims it (claim_session), so one chat is answered by one process, in order.
+            "owner": self.owner if owned else None,
+            "lease_until": now + self.lease if owned else None,
+        }
 
     async def accept(
         self,
@@ -114,16 +111,12 @@ class SqlInbox:
         """Record ``dedupe_key`` as processed and store ``msg``, in one transaction; None (and
         nothing stored) when the key was processed before: a platform redelivery.
         ``owned`` False stores it for whichever process claims its session."""
-        seen = (
-            upsert_insert(self._db, ProcessedMessageRow)
-            .values(key=fit_key(dedupe_key), created_at=utcnow())
-            .on_conflict_do_nothing(index_elements=[ProcessedMessageRow.key])
-        )
         async with self._db.write_connection(urgent=True) as conn:
-            if not (await conn.execute(seen)).rowcount:
+            seen = await conn.execute(mark_seen(self._db.dialect), seen_params(dedupe_key))
+            if not seen.rowcount:
                 return None
             result = await conn.execute(
-                self._insert(msg, session_key, agent_id, running and owned, owned)
+                *self._insert(msg, session_key, agent_id, running and owned, owned)
             )
             return int(result.scalar_one())
 
@@ -134,7 +127,7 @@ class SqlInbox:
         return await self._update(
             entry_id,
             state=InboxState.RUNNING.value,
-            attempts=InboxRow.attempts + 1,
+            attempts=INCREMENT,
             owner=self.owner,
             lease_until=now + self.lease,
             updated_at=now,
@@ -383,12 +376,34 @@ class SqlInbox:
         return or_(InboxRow.owner == self.owner, InboxRow.owner.is_(None))
 
     async def _update(self, entry_id: int, **values: Any) -> bool:
-        """Update one entry unless another process holds it; False then."""
+        """Update one entry unless another process holds it; False then. A value may be
+        :data:`INCREMENT` (the column plus one, in SQL)."""
+        params = {k: v for k, v in values.items() if v is not INCREMENT}
+        statement = _update_entry(tuple(k for k, v in values.items() if v is INCREMENT))
         async with self._db.write_connection() as conn:
             result = await conn.execute(
-                update(InboxRow)
-                .where(InboxRow.id == entry_id, self._mine_or_free())
-                .values(**values)
+                statement, {**params, "entry_id": entry_id, "me": self.owner}
             )
         changed: int = result.rowcount
         return changed > 0
+
+
+INCREMENT = object()
+"""A value of :meth:`SqlInbox._update`: add one to the column."""
+_TABLE = table_of(InboxRow)
+_INSERT_ENTRY = insert(_TABLE).returning(_TABLE.c.id)
+
+
+@cache
+def _update_entry(incremented: tuple[str, ...]) -> Executable:
+    """One entry's UPDATE unless another process holds it, built once per shape: the SET
+    clause comes from the parameters' keys at execution, with ``incremented`` columns + 1."""
+    table = _TABLE
+    return (
+        update(table)
+        .where(
+            table.c.id == bindparam("entry_id"),
+            or_(table.c.owner == bindparam("me"), table.c.owner.is_(None)),
+        )
+        .values({name: table.c[name] + 1 for name in incremented})
+    )

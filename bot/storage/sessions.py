@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from sqlalchemy import Row, bindparam, delete, insert, select, update
+from sqlalchemy import Executable, Row, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core.messages import Message, SessionHistory, ToolCall, Usage
-from bot.storage._sql import clean, clean_optional, upsert_insert
+from bot.storage._sql import clean, clean_optional, dialect_insert, table_of
 from bot.storage.db import Database
 from bot.storage.errors import SessionNotFound
 from bot.storage.models import MessageRow, SessionRow, SummaryRow, utcnow
@@ -30,7 +31,7 @@ _HISTORY = (
     .where(MessageRow.session_key == bindparam("key"))
     .order_by(MessageRow.id)
 )
-_INSERT_MESSAGE = insert(MessageRow)
+_INSERT_MESSAGE = insert(table_of(MessageRow))
 if TYPE_CHECKING:
     _HistoryRow = Row[str, str, list[dict[str, str]] | None, str | None, str | None]
 
@@ -82,34 +83,22 @@ class SqlSessionStore:
         left alone afterwards.
         """
         now = utcnow()
-        upsert = upsert_insert(self._db, SessionRow).values(
-            key=session_key,
-            agent_id=agent_id,
-            user_id=user_id,
-            channel=channel,
-            created_at=now,
-            updated_at=now,
-            model=model,
-            provider=provider,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            compaction_count=0,
-        )
-        # Increment in SQL, not read-modify-write in Python, so concurrent runs of the same
-        # session cannot lose each other's usage.
-        upsert = upsert.on_conflict_do_update(
-            index_elements=[SessionRow.key],
-            set_={
-                "updated_at": now,
-                "model": model,
-                "provider": provider,
-                "input_tokens": SessionRow.input_tokens + upsert.excluded.input_tokens,
-                "output_tokens": SessionRow.output_tokens + upsert.excluded.output_tokens,
-            },
-        )
+        session = {
+            "key": session_key,
+            "agent_id": agent_id,
+            "user_id": user_id,
+            "channel": channel,
+            "created_at": now,
+            "updated_at": now,
+            "model": model,
+            "provider": provider,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "compaction_count": 0,
+        }
         rows = [_to_row(session_key, run_id, m, now) for m in messages]
         async with self._db.write_connection() as conn:
-            await conn.execute(upsert)
+            await conn.execute(_upsert_session(self._db.dialect), session)
             if rows:
                 await conn.execute(_INSERT_MESSAGE, rows)
         log.debug("storage.run_appended", session_key=session_key, run_id=run_id, count=len(rows))
@@ -195,6 +184,25 @@ class SqlSessionStore:
         while kept and kept[0].role == "tool":
             kept.pop(0)
         return int(kept[0].id) if kept else None
+
+
+@cache
+def _upsert_session(dialect: str) -> Executable:
+    """The session row of a run: created, or its usage added to. Increment in SQL, not
+    read-modify-write in Python, so concurrent runs of a session cannot lose each other's
+    usage; who created it (agent, user, channel) is left alone."""
+    table = table_of(SessionRow)
+    upsert = dialect_insert(dialect, table)
+    return upsert.on_conflict_do_update(
+        index_elements=[table.c.key],
+        set_={
+            "updated_at": upsert.excluded.updated_at,
+            "model": upsert.excluded.model,
+            "provider": upsert.excluded.provider,
+            "input_tokens": table.c.input_tokens + upsert.excluded.input_tokens,
+            "output_tokens": table.c.output_tokens + upsert.excluded.output_tokens,
+        },
+    )
 
 
 def _to_row(session_key: str, run_id: str, message: Message, now: datetime) -> dict[str, Any]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
+from functools import cache
 
 import structlog
-from sqlalchemy import delete, select
+from sqlalchemy import Executable, delete, select
 
-from bot.storage._sql import upsert_insert
+from bot.storage._sql import dialect_insert, table_of
 from bot.storage.db import Database
 from bot.storage.models import ChannelStateRow, ProcessedMessageRow, utcnow
 
@@ -33,16 +34,9 @@ class SqlChannelState:
             )
 
     async def set(self, channel: str, key: str, value: str) -> None:
-        now = utcnow()
-        stmt = upsert_insert(self._db, ChannelStateRow).values(
-            channel=channel, key=key, value=value, updated_at=now
-        )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[ChannelStateRow.channel, ChannelStateRow.key],
-            set_={"value": stmt.excluded.value, "updated_at": now},
-        )
+        params = {"channel": channel, "key": key, "value": value, "updated_at": utcnow()}
         async with self._db.write_connection() as conn:
-            await conn.execute(stmt)
+            await conn.execute(_set_state(self._db.dialect), params)
 
 
 class SqlDedupeStore:
@@ -57,14 +51,9 @@ class SqlDedupeStore:
 
     async def seen(self, key: str) -> bool:
         """Record ``key``; True if it was already recorded. Atomic across processes."""
-        stmt = (
-            upsert_insert(self._db, ProcessedMessageRow)
-            .values(key=fit_key(key), created_at=utcnow())
-            .on_conflict_do_nothing(index_elements=[ProcessedMessageRow.key])
-        )
         # Urgent: commands and adapters' update keys are recorded before the platform's ack.
         async with self._db.write_connection(urgent=True) as conn:
-            result = await conn.execute(stmt)
+            result = await conn.execute(mark_seen(self._db.dialect), seen_params(key))
         inserted: int = result.rowcount
         return inserted == 0
 
@@ -85,6 +74,27 @@ class SqlDedupeStore:
         if removed:
             log.info("storage.dedupe_pruned", removed=removed)
         return removed
+
+
+@cache
+def mark_seen(dialect: str) -> Executable:
+    """Record a dedupe key unless present (rowcount 0 then); run with :func:`seen_params`."""
+    table = table_of(ProcessedMessageRow)
+    return dialect_insert(dialect, table).on_conflict_do_nothing(index_elements=[table.c.key])
+
+
+def seen_params(key: str) -> dict[str, object]:
+    return {"key": fit_key(key), "created_at": utcnow()}
+
+
+@cache
+def _set_state(dialect: str) -> Executable:
+    table = table_of(ChannelStateRow)
+    stmt = dialect_insert(dialect, table)
+    return stmt.on_conflict_do_update(
+        index_elements=[table.c.channel, table.c.key],
+        set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
+    )
 
 
 def fit_key(key: str) -> str:

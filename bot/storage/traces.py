@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
-from sqlalchemy import Select, bindparam, delete, insert, or_, select
+from sqlalchemy import Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core.tracing import Span, SpanKind, Trace
@@ -19,13 +18,7 @@ from bot.redaction import redact, redact_tree
 from bot.storage._sql import clean
 from bot.storage.db import Database
 from bot.storage.models import SpanRow, TraceRow
-
-log = structlog.get_logger(__name__)
-
-_DELETE_SPANS = delete(SpanRow).where(SpanRow.trace_id == bindparam("trace_id"))
-_DELETE_TRACE = delete(TraceRow).where(TraceRow.id == bindparam("trace_id"))
-_INSERT_TRACE = insert(TraceRow)
-_INSERT_SPAN = insert(SpanRow)
+from bot.storage.trace_writer import TraceRows
 
 
 class SqlTraceStore:
@@ -35,7 +28,8 @@ class SqlTraceStore:
         self._db = db
 
     async def save_trace(self, trace: Trace) -> None:
-        """Write the trace and all its spans in one transaction, replacing an earlier save."""
+        """Queue the trace and all its spans to be written in one transaction, replacing an
+        earlier save; every reader here (and ``Database.aclose``) waits for the queue."""
         preview = trace.root.attributes.get("input_preview") if trace.spans else None
         row = {
             "id": trace.id,
@@ -54,15 +48,8 @@ class SqlTraceStore:
             "parent_span_id": trace.parent_span_id,
         }
         spans = [_span_row(trace.id, i, span) for i, span in enumerate(trace.spans)]
-        # Core statements built once, not an ORM unit of work per run: this is on every reply.
-        async with self._db.write_connection() as conn:
-            # Saving twice (e.g. a retry after a timeout) must not fail on the primary key.
-            await conn.execute(_DELETE_SPANS, {"trace_id": trace.id})
-            await conn.execute(_DELETE_TRACE, {"trace_id": trace.id})
-            await conn.execute(_INSERT_TRACE, row)  # before the spans that reference it
-            if spans:
-                await conn.execute(_INSERT_SPAN, spans)
-        log.debug("storage.trace_saved", trace_id=trace.id, spans=len(spans))
+        # Written behind the run, batched with other runs' traces (trace_writer.py).
+        self._db.trace_writer.submit(TraceRows(row, spans))
 
     async def recent_traces(
         self, *, session_key: str | None = None, limit: int = 10
@@ -102,6 +89,7 @@ class SqlTraceStore:
         return await self._load(query)
 
     async def _load(self, query: Select[TraceRow]) -> list[Trace]:
+        await self._db.trace_writer.flush()
         async with self._db.sessionmaker() as s:
             rows = list(await s.scalars(query))
             spans = await _spans_of(s, [r.id for r in rows])

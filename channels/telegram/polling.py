@@ -132,12 +132,20 @@ class Poller:
 
     async def _hand_over(self, updates: Sequence[Update]) -> None:
         """Hand ``updates`` to the bot in order; stops at the first one it does not take."""
-        for update in updates:
-            await self._process(update)
-            self._offset = update.update_id + 1
-            try:
-                # Persisted per update: a restart resumes after the last one handed over.
-                await self._state.set(self._options.name, OFFSET_KEY, str(self._offset))
-            except Exception as exc:
-                # The bot has the update; the next getUpdates confirms it all the same.
-                log.warning("telegram.offset_not_saved", offset=self._offset, error=repr(exc))
+        start = self._offset
+        try:
+            for update in updates:
+                await self._process(update)
+                self._offset = update.update_id + 1
+        finally:
+            if self._offset != start:
+                await self._save_offset()
+
+    async def _save_offset(self) -> None:
+        # Once per batch: a restart resumes after the last update handed over. The updates of
+        # a batch cut short by a crash are fetched again, and their dedupe keys skip them.
+        try:
+            await self._state.set(self._options.name, OFFSET_KEY, str(self._offset))
+        except Exception as exc:
+            # The bot has the update; the next getUpdates confirms it all the same.
+            log.warning("telegram.offset_not_saved", offset=self._offset, error=repr(exc))

@@ -1,0 +1,112 @@
+"""Traces written behind the runs: saving one costs the run nothing but a hand-over.
+
+A trace is diagnostic data read by people later (``loopgate traces``, the dashboard, the
+evolution metrics), while a reply waits for everything on its own path. So ``save_trace`` queues
+the trace's rows here and returns; one task writes whatever has queued, in one transaction, and
+goes on while more arrive. Under load many runs' traces share a transaction; a lone run's is
+written as soon as it is queued.
+
+Every reader flushes first (:meth:`TraceWriter.flush`), so within the process a trace is
+readable once ``save_trace`` has returned, as before; ``Database.aclose`` flushes too. What a
+crash (not a shutdown) loses is the traces queued in the last moment, as with any tracing
+exporter; a failed write is logged (``trace.save_failed``) and dropped, as a failed save always
+was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from sqlalchemy import bindparam, delete, insert
+from sqlalchemy.exc import IntegrityError
+
+from bot.storage._sql import table_of
+from bot.storage.models import SpanRow, TraceRow
+
+if TYPE_CHECKING:
+    from bot.storage.db import Database
+
+log = structlog.get_logger(__name__)
+
+REMEMBERED_IDS = 10_000
+"""Trace ids written by this process that are remembered: saving one of them again replaces
+its rows (delete first); a new trace, the usual case, is inserted without the deletes."""
+
+_TRACES, _SPANS = table_of(TraceRow), table_of(SpanRow)
+_DELETE_SPANS = delete(_SPANS).where(_SPANS.c.trace_id == bindparam("old_id"))
+_DELETE_TRACE = delete(_TRACES).where(_TRACES.c.id == bindparam("old_id"))
+_INSERT_TRACE = insert(_TRACES)
+_INSERT_SPAN = insert(_SPANS)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRows:
+    """One trace as rows: the ``traces`` row and its spans' rows."""
+
+    trace: dict[str, Any]
+    spans: list[dict[str, Any]]
+
+    @property
+    def id(self) -> str:
+        return str(self.trace["id"])
+
+
+class TraceWriter:
+    """The database's queue of traces to write (one per :class:`~bot.storage.db.Database`)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._queued: dict[str, TraceRows] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._written: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def queued(self) -> int:
+        return len(self._queued)
+
+    def submit(self, rows: TraceRows) -> None:
+        """Queue ``rows`` (replacing a queued earlier save of the same trace)."""
+        self._queued[rows.id] = rows
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._drain(), name="storage:traces"
+            )
+
+    async def flush(self) -> None:
+        """Return once everything queued so far is written (or its write has failed)."""
+        while self._task is not None and not self._task.done():
+            # Shielded: a reader that is cancelled must not cancel other runs' writes.
+            await asyncio.shield(self._task)
+
+    async def _drain(self) -> None:
+        while self._queued:
+            batch, self._queued = list(self._queued.values()), {}
+            try:
+                try:
+                    await self._write(batch)
+                except IntegrityError:  # one was saved before, by an earlier process
+                    await self._write(batch, replace=True)
+            except Exception:
+                log.exception("trace.save_failed", traces=len(batch))
+            else:
+                log.debug("storage.trace_saved", trace_ids=[rows.id for rows in batch])
+
+    async def _write(self, batch: list[TraceRows], *, replace: bool = False) -> None:
+        again = [{"old_id": r.id} for r in batch if replace or r.id in self._written]
+        spans = [span for rows in batch for span in rows.spans]
+        async with self._db.write_connection() as conn:
+            if again:  # saved before (a retry): replaced, not duplicated
+                await conn.execute(_DELETE_SPANS, again)
+                await conn.execute(_DELETE_TRACE, again)
+            await conn.execute(_INSERT_TRACE, [rows.trace for rows in batch])
+            if spans:  # after the traces they reference
+                await conn.execute(_INSERT_SPAN, spans)
+        for rows in batch:
+            self._written[rows.id] = None
+            self._written.move_to_end(rows.id)
+        while len(self._written) > REMEMBERED_IDS:
+            self._written.popitem(last=False)
