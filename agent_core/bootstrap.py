@@ -25,13 +25,14 @@ import hashlib
 import os
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from agent_core.locks import Lease, SharedLocks, acquire_waiting
+from agent_core.skills import Skill, discover_skills
 from agent_core.workspace import agent_workspace, user_workspace
 
 log = structlog.get_logger(__name__)
@@ -209,6 +210,12 @@ class Workspaces:
         with self._lock:
             self._seeded.add(directory)
         return created
+
+    def prompt_inputs(
+        self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]
+    ) -> tuple[list[ContextFile], tuple[Skill, ...]]:
+        """The context files and the skills of a run: file reads, for one thread hop."""
+        return self.context_files(user_id, mode), discover_skills(workspace, skill_paths)
 
     def context_files(
         self, user_id: str, mode: PromptMode | str = PromptMode.FULL

@@ -23,31 +23,26 @@ from typing import Any
 
 import structlog
 
-from agent_core.bootstrap import PromptMode, Workspaces
-from agent_core.compaction import summary_messages
+from agent_core.bootstrap import Workspaces
 from agent_core.context_budget import BUDGET_EXCEEDED_REPLY, ContextBudget
 from agent_core.errors import AgentError, MaxIterationsExceeded, ProviderError
 from agent_core.events import Event, EventBus, EventType
-from agent_core.history import prepare_history
 from agent_core.hooks import PreToolUseHook
-from agent_core.input_guard import BLOCKED_REPLY, bound_input
+from agent_core.input_guard import BLOCKED_REPLY
 from agent_core.input_guard import check as guard_input
 from agent_core.locks import SharedLocks
 from agent_core.messages import Message, ToolCall, Usage
-from agent_core.orchestration.workspaces import resolve_run_workspace
-from agent_core.prompt import build_system_prompt, skill_search_mode
 from agent_core.providers.base import Delta, ModelRequest, ModelResponse, Provider
 from agent_core.retry import RetryPolicy, call_with_retry
 from agent_core.run import RunRequest, RunResult, RunStatus
+from agent_core.run_prepare import prepare_run
 from agent_core.run_state import Finish, RunState
 from agent_core.run_tools import run_tool_context
 from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
-from agent_core.skills import discover_skills
 from agent_core.store import SessionStore, TraceStore
 from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
 from agent_core.tools.base import ToolKind, ToolRegistry
-from agent_core.tools.skills import SKILL_SEARCH_NAME
 from agent_core.tracing import (
     SpanKind,
     Trace,
@@ -198,42 +193,9 @@ class Loop:
         return result
 
     async def _prepare(self, request: RunRequest, trace: Trace) -> RunState:
-        place = resolve_run_workspace(self.settings, request)
-        mode = PromptMode.MINIMAL if request.minimal_prompt else PromptMode.FULL
-        await self.workspaces.prepare_user_files(request.user_id)
-        files = await asyncio.to_thread(self.workspaces.context_files, request.user_id, mode)
-        history = await self.store.load_history(request.session_key)
-        skills = await asyncio.to_thread(discover_skills, place.default, self.settings.skill_paths)
-        system = build_system_prompt(
-            self.settings,
-            request,
-            self.tools,
-            place.default,
-            mode=mode,
-            files=files,
-            extra=request.extra_context,
-            skill_list=skills,
-            team_workspace=place.team,
-        )
-        messages = [Message.system(system)]
-        if history.summary:
-            messages += summary_messages(history.summary)
-        messages += prepare_history(history.messages, self.settings.history_limit)
-        user = Message.user(bound_input(request.message, self.settings.max_message_chars))
-        messages.append(user)
-        state = RunState(
-            request=request,
-            trace=trace,
-            messages=messages,
-            buffer=[user],
-            stored=history.messages,
-            summary=history.summary,
-            place=place,
-            skills=skills,
-        )
-        if skill_search_mode(skills, self.tools, mode):  # section 9: offered from the start
-            state.discovered.add(SKILL_SEARCH_NAME)
-        return state
+        """Workspace, prompt and first messages (``run_prepare.py``)."""
+        tools, workspaces = self.tools, self.workspaces
+        return await prepare_run(self.settings, tools, workspaces, self.store, request, trace)
 
     async def _iterate(self, state: RunState) -> tuple[str, RunStatus]:
         cap = state.request.max_iterations or self.settings.max_iterations
