@@ -5,14 +5,18 @@ the provider decides on, without the API key in it; retrying is not the provider
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from email.utils import formatdate
 
+import aiohttp
 import httpx
 import pytest
+from multidict import CIMultiDict, CIMultiDictProxy
 from structlog.testing import capture_logs
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
@@ -108,7 +112,7 @@ async def test_read_timeout(llm: FakeLLM) -> None:
 
     assert time.monotonic() - started < 3
     assert info.value.transient
-    assert isinstance(info.value.__cause__, httpx.TimeoutException)
+    assert isinstance(info.value.__cause__, TimeoutError)  # aiohttp's SocketTimeoutError
 
 
 async def test_connection_refused() -> None:
@@ -123,7 +127,7 @@ async def test_connection_refused() -> None:
         await provider.aclose()
 
     assert info.value.transient
-    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert isinstance(info.value.__cause__, aiohttp.ClientConnectorError)
     assert API_KEY not in str(info.value)
 
 
@@ -175,6 +179,11 @@ def test_parse_retry_after_variants() -> None:
     assert parse_retry_after(httpx.Headers({"Retry-After": "soon"})) is None
     assert parse_retry_after(httpx.Headers()) is None
 
+    # aiohttp's headers: a case-insensitive multidict.
+    headers = CIMultiDictProxy(CIMultiDict({"Retry-After": "3", "X-Other": "1"}))
+    assert parse_retry_after(headers) == 3.0
+    assert parse_retry_after(CIMultiDictProxy(CIMultiDict({"Retry-After-Ms": "250"}))) == 0.25
+
 
 async def test_wrong_key_is_401_provider_error() -> None:
     async with FakeLLM(api_key="sk-right") as server:
@@ -188,3 +197,179 @@ async def test_wrong_key_is_401_provider_error() -> None:
         finally:
             await wrong.aclose()
             await right.aclose()
+
+
+# -- failures the fake server cannot stage: a raw HTTP/1.1 server on a socket ------------------
+
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def sse_text(piece: str, finish_reason: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": {"content": piece}, "finish_reason": finish_reason}
+    return f"data: {json.dumps({'choices': [choice]})}\n\n".encode()
+
+
+@asynccontextmanager
+async def raw_server(answer: Handler) -> AsyncIterator[str]:
+    """Reads one request (head and body), then lets ``answer`` write whatever it likes."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
+        try:
+            await answer(reader, writer)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_server_hanging_up_mid_stream_is_unavailable() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(SSE_HEAD + http_chunk(sse_text("partial")))
+        await writer.drain()  # then close without the terminating chunk
+
+    collector = Collector()
+    async with raw_server(answer) as url:
+        provider = OpenAICompatProvider(url, API_KEY)
+        try:
+            with pytest.raises(ProviderUnavailable) as info:
+                await provider.complete(ask(), collector)
+        finally:
+            await provider.aclose()
+
+    assert collector.of("text") == ["partial"]
+    assert isinstance(info.value.__cause__, aiohttp.ClientPayloadError)
+    assert info.value.transient
+    assert API_KEY not in str(info.value)
+
+
+async def test_stall_mid_stream_is_a_timeout() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(SSE_HEAD + http_chunk(sse_text("partial")))
+        await writer.drain()
+        await reader.read()  # silent until the client gives up and closes
+
+    async with raw_server(answer) as url:
+        provider = OpenAICompatProvider(url, API_KEY, timeout=0.3)
+        try:
+            started = time.monotonic()
+            with pytest.raises(ProviderTimeout) as info:
+                await provider.complete(ask())
+        finally:
+            await provider.aclose()
+
+    assert time.monotonic() - started < 3
+    assert info.value.transient
+
+
+async def test_malformed_chunk_is_provider_error_without_key() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(SSE_HEAD + http_chunk(f"data: {{oops {API_KEY}\n\n".encode()))
+        writer.write(http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+    async with raw_server(answer) as url:
+        provider = OpenAICompatProvider(url, API_KEY)
+        try:
+            with pytest.raises(ProviderError) as info:
+                await provider.complete(ask())
+        finally:
+            await provider.aclose()
+
+    assert type(info.value) is ProviderError
+    assert "not valid JSON" in str(info.value)
+    assert API_KEY not in str(info.value)
+
+
+async def test_crlf_comments_and_split_chunks_are_parsed() -> None:
+    # CRLF line ends, a keep-alive comment, an event split across TCP writes mid-line.
+    first = sse_text("Hel").replace(b"\n", b"\r\n")
+    last = sse_text("lo", "stop")
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(SSE_HEAD + http_chunk(b": keep-alive\r\n\r\n" + first[:9]))
+        await writer.drain()
+        await asyncio.sleep(0.01)
+        writer.write(http_chunk(first[9:] + last[:20]))
+        await writer.drain()
+        await asyncio.sleep(0.01)
+        writer.write(http_chunk(last[20:] + b"data: [DONE]\r\n\r\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+    collector = Collector()
+    async with raw_server(answer) as url:
+        provider = OpenAICompatProvider(url, API_KEY)
+        try:
+            response = await provider.complete(ask(), collector)
+        finally:
+            await provider.aclose()
+
+    assert collector.of("text") == ["Hel", "lo"]
+    assert response.content == "Hello"
+    assert response.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_html_error_page_is_unavailable(stream: bool) -> None:
+    page = b"<html><body>502 Bad Gateway</body></html>"
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(page), page)
+        )
+        await writer.drain()
+
+    async with raw_server(answer) as url:
+        provider = OpenAICompatProvider(url, API_KEY)
+        try:
+            with pytest.raises(ProviderUnavailable) as info:
+                await provider.complete(ask(stream=stream))
+        finally:
+            await provider.aclose()
+
+    assert info.value.status_code == 502
+    assert "502 Bad Gateway</body>" in str(info.value)
+
+
+async def test_json_answer_to_a_stream_request_is_accepted() -> None:
+    # A server that ignores ``stream: true`` and answers with one chat.completion body.
+    body = json.dumps(
+        {"choices": [{"index": 0, "message": {"content": "whole"}, "finish_reason": "stop"}]}
+    ).encode()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+
+    async with raw_server(answer) as url:
+        provider = OpenAICompatProvider(url, API_KEY)
+        try:
+            response = await provider.complete(ask(stream=True))
+        finally:
+            await provider.aclose()
+
+    assert response.content == "whole"
+    assert response.finish_reason == "stop"

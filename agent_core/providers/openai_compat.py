@@ -11,19 +11,26 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpx
+import aiohttp
 import structlog
-from httpx_sse import EventSource
 
-from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
+from agent_core.errors import ProviderError, ProviderUnavailable, RateLimited
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
+from agent_core.providers.sse import aiter_sse
+from agent_core.providers.transport import (
+    client_timeout,
+    decode_text,
+    encode_json,
+    env_proxy,
+    new_session,
+    translate_errors,
+)
+from agent_core.providers.transport import parse_retry_after as parse_retry_after  # re-exported
 
 log = structlog.get_logger(__name__)
 
@@ -44,13 +51,13 @@ class OpenAICompatProvider:
         name: str = "openai",
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
-        client: httpx.AsyncClient | None = None,
+        session: aiohttp.ClientSession | None = None,
         extra_headers: dict[str, str] | None = None,
     ) -> None:
         self.name = name
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
-        # Headers are built once and passed per request so that a caller-supplied client
+        # Headers are built once and passed per request so that a caller-supplied session
         # (shared, with its own defaults) works unchanged.
         self._headers: dict[str, str] = {"Content-Type": "application/json"}
         if extra_headers:
@@ -58,26 +65,32 @@ class OpenAICompatProvider:
         if api_key:
             # Only with a key: local servers (Ollama) need none, and some reject an empty Bearer.
             self._headers["Authorization"] = f"Bearer {api_key}"
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout, connect=connect_timeout)
-        )
+        self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
+        self._timeout = client_timeout(timeout, connect_timeout)
+        self._proxy = env_proxy(self._url) if session is None else None
+        self._owns_session = session is None
+        self._session = session  # our own is made on first use: aiohttp wants a running loop
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = new_session(self._timeout, self._proxy)
+        return self._session
 
     def __repr__(self) -> str:
         # Never let the key end up in a repr (logs, tracebacks with locals).
         return f"OpenAICompatProvider(name={self.name!r}, url={self._url!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP client, but only if we created it (a passed-in one is the caller's)."""
-        if self._owns_client:
-            await self._client.aclose()
+        """Close the HTTP session, but only if we created it (a passed-in one is the caller's)."""
+        if self._owns_session and self._session is not None:
+            await self._session.close()
 
     async def complete(
         self, request: ModelRequest, on_delta: DeltaHandler | None = None
     ) -> ModelResponse:
         """Call the model once; stream deltas to ``on_delta`` when ``request.stream``.
 
-        Raises :class:`ProviderError` subclasses only (never httpx errors) and does not retry.
+        Raises :class:`ProviderError` subclasses only (never aiohttp errors) and does not retry.
         """
         body = build_request_body(request)
         started = time.monotonic()
@@ -90,7 +103,7 @@ class OpenAICompatProvider:
             tools=len(request.tools),
         )
         try:
-            with self._translate_errors():
+            with translate_errors(self.name, self._redact):
                 if request.stream:
                     response = await self._complete_streaming(body, on_delta)
                 else:
@@ -123,26 +136,28 @@ class OpenAICompatProvider:
     # -- transport ---------------------------------------------------------------------------
 
     async def _complete_once(self, body: dict[str, Any]) -> ModelResponse:
-        http_response = await self._client.post(self._url, json=body, headers=self._headers)
-        if http_response.status_code >= 400:
-            raise self._status_error(http_response)
-        return parse_completion(self._json(http_response.text))
+        async with self._client().post(
+            self._url, data=encode_json(body), headers=self._headers, allow_redirects=False
+        ) as resp:
+            text = decode_text(await resp.read(), resp.charset)
+            if resp.status >= 400:
+                raise self._status_error(resp.status, resp.reason, resp.headers, text)
+        return parse_completion(self._json(text))
 
     async def _complete_streaming(
         self, body: dict[str, Any], on_delta: DeltaHandler | None
     ) -> ModelResponse:
-        headers = {**self._headers, "Accept": "text/event-stream"}
-        async with self._client.stream("POST", self._url, json=body, headers=headers) as resp:
-            if resp.status_code >= 400:
-                await resp.aread()
-                raise self._status_error(resp)
-            content_type = resp.headers.get("content-type", "")
-            if "text/event-stream" not in content_type:
+        async with self._client().post(
+            self._url, data=encode_json(body), headers=self._stream_headers, allow_redirects=False
+        ) as resp:
+            if resp.status >= 400:
+                text = decode_text(await resp.read(), resp.charset)
+                raise self._status_error(resp.status, resp.reason, resp.headers, text)
+            if "text/event-stream" not in resp.headers.get("Content-Type", ""):
                 # Some servers ignore ``stream: true`` and answer with one JSON body; accept it.
-                await resp.aread()
-                return parse_completion(self._json(resp.text))
+                return parse_completion(self._json(decode_text(await resp.read(), resp.charset)))
             assembler = _StreamAssembler()
-            async for event in EventSource(resp).aiter_sse():
+            async for event in aiter_sse(resp.content.iter_any()):
                 if event.data.strip() == "[DONE]":
                     assembler.done = True
                     break
@@ -159,40 +174,25 @@ class OpenAICompatProvider:
 
     # -- errors ------------------------------------------------------------------------------
 
-    @contextmanager
-    def _translate_errors(self) -> Iterator[None]:
-        """Turn httpx transport failures into the agent's error tree (timeouts first)."""
-        try:
-            yield
-        except httpx.TimeoutException as exc:
-            raise ProviderTimeout(f"{self.name}: request timed out ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
-            # ConnectError, ReadError, RemoteProtocolError (server hung up mid-stream)…
-            reason = self._redact(str(exc)) or type(exc).__name__
-            raise ProviderUnavailable(f"{self.name}: connection failed: {reason}") from exc
-        except (AttributeError, TypeError, ValueError) as exc:
-            # A body that is JSON but not shaped like a completion (wrong types somewhere).
-            raise ProviderError(f"{self.name}: malformed response: {exc}") from exc
-
-    def _status_error(self, response: httpx.Response) -> ProviderError:
+    def _status_error(
+        self, status: int, reason: str | None, headers: Mapping[str, str], text: str
+    ) -> ProviderError:
         """The typed error for an HTTP error status, with the server's own message."""
-        status = response.status_code
-        message = f"{self.name}: HTTP {status}: {self._error_message(response)}"
+        message = f"{self.name}: HTTP {status}: {self._error_message(text, reason)}"
         if status == 429:
-            return RateLimited(message, retry_after=parse_retry_after(response.headers))
+            return RateLimited(message, retry_after=parse_retry_after(headers))
         if status >= 500:
             return ProviderUnavailable(message, status_code=status)
         return ProviderError(message, status_code=status)
 
-    def _error_message(self, response: httpx.Response) -> str:
-        text = response.text
+    def _error_message(self, text: str, reason: str | None) -> str:
         try:
             payload = json.loads(text)
         except ValueError:
             payload = None
         message = _error_text(payload) if payload is not None else None
         if message is None:
-            message = text.strip() or response.reason_phrase or "no details"
+            message = text.strip() or reason or "no details"
         return self._redact(message[:_MAX_ERROR_TEXT])
 
     def _json(self, text: str) -> dict[str, Any]:
@@ -310,30 +310,6 @@ def parse_usage(usage: Any) -> Usage:
     )
 
 
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``Retry-After`` (seconds or HTTP date) or ``retry-after-ms``."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:  # an HTTP date is GMT by definition
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 def _reasoning(obj: dict[str, Any]) -> str:
     """Reasoning: ``reasoning_content`` (DeepSeek, vLLM) or ``reasoning`` (Ollama, OpenRouter)."""
     value = obj.get("reasoning_content") or obj.get("reasoning")
@@ -358,7 +334,7 @@ def _fallback_call_id() -> str:
 
 
 class _DeltaHandlerFailed(Exception):
-    """Carries an exception raised by ``on_delta`` past the httpx error translation."""
+    """Carries an exception raised by ``on_delta`` past the transport error translation."""
 
     def __init__(self, original: Exception) -> None:
         super().__init__(str(original))

@@ -1,0 +1,133 @@
+"""The aiohttp plumbing of the HTTP providers: session, request body, response text, errors.
+
+One model call is one aiohttp request (httpx cost ~6x the client CPU per call). What the
+providers promised under httpx still holds: the same timeouts, proxies from the environment,
+certificates from certifi (or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), a compact UTF-8 JSON body,
+and only :class:`ProviderError` subclasses out, with the API key redacted.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import ssl
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+import certifi
+
+from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable
+
+__all__ = [
+    "client_timeout",
+    "decode_text",
+    "encode_json",
+    "env_proxy",
+    "new_session",
+    "parse_retry_after",
+    "translate_errors",
+]
+
+
+def client_timeout(timeout: float, connect_timeout: float) -> aiohttp.ClientTimeout:
+    """What ``httpx.Timeout(timeout, connect=connect_timeout)`` meant: ``timeout`` bounds each
+    wait for data (and for a pooled connection), ``connect_timeout`` opening a connection; a
+    long answer is fine while it flows, so there is no total."""
+    return aiohttp.ClientTimeout(
+        total=None,
+        connect=timeout + connect_timeout,  # pool wait + connect
+        sock_connect=connect_timeout,
+        sock_read=timeout,
+    )
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy for ``url`` from HTTP(S)_PROXY / ALL_PROXY / NO_PROXY, as httpx honoured them.
+
+    Read once, like httpx did when the client was made. (aiohttp's ``trust_env`` would look
+    them up, and ~/.netrc, in a worker thread on every request: two thread hops per call.)"""
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parts.scheme) or proxies.get("all")
+
+
+def new_session(timeout: aiohttp.ClientTimeout, proxy: str | None) -> aiohttp.ClientSession:
+    """A session for one provider; call it inside the running loop (aiohttp binds to it)."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=_ssl_context()), timeout=timeout, proxy=proxy
+    )
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    if os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    if os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def encode_json(body: dict[str, Any]) -> bytes:
+    """Compact UTF-8, as httpx sent it; NaN is refused (ValueError), not sent as invalid JSON."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def decode_text(body: bytes, charset: str | None) -> str:
+    """A response body as text: its declared charset, else UTF-8; bad bytes become U+FFFD."""
+    try:
+        return body.decode(charset or "utf-8", "replace")
+    except LookupError:  # a charset Python does not know
+        return body.decode("utf-8", "replace")
+
+
+@contextmanager
+def translate_errors(name: str, redact: Callable[[str], str]) -> Iterator[None]:
+    """Turn transport failures into the agent's error tree (timeouts first)."""
+    try:
+        yield
+    except TimeoutError as exc:
+        # asyncio's, aiohttp's ConnectionTimeoutError (connect) and SocketTimeoutError (read)
+        raise ProviderTimeout(f"{name}: request timed out ({type(exc).__name__})") from exc
+    except (aiohttp.ClientError, OSError) as exc:
+        # ClientConnectorError, ServerDisconnectedError, ClientPayloadError (server hung up
+        # mid-stream), ClientOSError…
+        reason = redact(str(exc)) or type(exc).__name__
+        raise ProviderUnavailable(f"{name}: connection failed: {reason}") from exc
+    except (AttributeError, TypeError, ValueError) as exc:
+        # A body that is JSON but not shaped like a completion (wrong types somewhere).
+        raise ProviderError(f"{name}: malformed response: {exc}") from exc
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``Retry-After`` (seconds or HTTP date) or ``retry-after-ms``.
+
+    ``headers`` must look names up case-insensitively (aiohttp's and httpx's headers do)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT by definition
+        return None
+    return max(0.0, when.timestamp() - time.time())
