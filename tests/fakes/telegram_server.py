@@ -8,7 +8,8 @@ unsupported or unbalanced tags and unknown entities ("can't parse entities",
 :mod:`tests.fakes.telegram_html`), and any text longer than 4096 UTF-16 units after parsing
 ("message is too long"). ``editMessageText``, ``deleteMessage`` and ``sendMessageDraft`` behave
 like Telegram's too ("message is not modified", "message to delete not found", drafts in private
-chats only), and every state a user could have seen is recorded: ``message_history`` (each bot
+chats only); ``sendDocument`` takes a ``multipart/form-data`` upload (the file arrives as an
+:class:`Upload`). Every state a user could have seen is recorded: ``message_history`` (each bot
 message's visible text, from the send through every edit) and ``drafts`` (each draft preview)::
 
     async with FakeTelegram() as tg:
@@ -44,7 +45,7 @@ from starlette.routing import Route
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.telegram_html import HtmlError, parse_html
 
-__all__ = ["Call", "Failure", "FakeTelegram", "Hold"]
+__all__ = ["Call", "Failure", "FakeTelegram", "Hold", "Upload"]
 
 TOKEN = "123456:TEST-token"
 MAX_TEXT_UNITS = 4096
@@ -361,7 +362,11 @@ class FakeTelegram:
             body = await request.body()
         except ClientDisconnect:  # a poller cancelled at shutdown
             return Response(status_code=499)
-        params = _decode(body, request.headers.get("content-type", ""))
+        content_type = request.headers.get("content-type", "")
+        if content_type.startswith("multipart/form-data"):  # an upload (sendDocument)
+            params = await _decode_multipart(request)
+        else:
+            params = _decode(body, content_type)
         call = Call(method, params)
         if self._take_hold(method):
             self.held.append(call)
@@ -503,6 +508,32 @@ class FakeTelegram:
         self.drafts.setdefault((chat_id, draft_id), []).append(plain)
         return True
 
+    async def _m_sendDocument(self, params: dict[str, Any]) -> Any:
+        """An uploaded file: ``params["document"]`` is an :class:`Upload`."""
+        document = params.get("document")
+        if not isinstance(document, Upload) or not document.data:
+            raise ApiError(400, "Bad Request: there is no document in the request")
+        chat_id = int(params["chat_id"])
+        message_id = self._new_message_id()
+        params["_message_id"] = message_id
+        chat_type = "private" if chat_id > 0 else "supergroup"
+        result: dict[str, Any] = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": chat_type},
+            "from": self.bot_user(),
+            "document": {
+                "file_id": f"doc-{message_id}",
+                "file_unique_id": f"u-doc-{message_id}",
+                "file_name": document.filename,
+                "mime_type": document.content_type,
+                "file_size": len(document.data),
+            },
+        }
+        if params.get("caption"):
+            result["caption"] = params["caption"]
+        return result
+
     def _message_json(self, message: SentMessage) -> dict[str, Any]:
         chat_type = "private" if message.chat_id > 0 else "supergroup"
         result: dict[str, Any] = {
@@ -566,6 +597,17 @@ def _entities(markup: str) -> tuple[tuple[str, str, int, int], ...]:
     return tuple(sorted(spans, key=lambda span: (span[2], span[3], span[0])))
 
 
+@dataclass(frozen=True)
+class Upload:
+    """A file part of a ``multipart/form-data`` request, as received."""
+
+    filename: str | None
+    content_type: str | None
+    data: bytes
+    disposition: str = ""
+    """The part's raw ``Content-Disposition`` (UTF-8): how the client wrote the file name."""
+
+
 def _decode(body: bytes, content_type: str) -> dict[str, Any]:
     if not body:
         return {}
@@ -574,10 +616,31 @@ def _decode(body: bytes, content_type: str) -> dict[str, Any]:
         return data if isinstance(data, dict) else {}
     params: dict[str, Any] = {}
     for key, value in parse_qsl(body.decode(), keep_blank_values=True):
-        if key in _JSON_PARAMS:
-            params[key] = json.loads(value)
-        elif key in _INT_PARAMS and re.fullmatch(r"-?\d+", value):
-            params[key] = int(value)
-        else:
-            params[key] = value
+        params[key] = _typed(key, value)
     return params
+
+
+async def _decode_multipart(request: Request) -> dict[str, Any]:
+    """Plain fields typed as in a form; each file part as an :class:`Upload`."""
+    params: dict[str, Any] = {}
+    async with request.form() as form:
+        for key, value in form.multi_items():
+            if isinstance(value, str):
+                params[key] = _typed(key, value)
+            else:
+                raw = value.headers.get("content-disposition", "").encode("latin-1")
+                params[key] = Upload(
+                    value.filename,
+                    value.content_type,
+                    await value.read(),
+                    raw.decode("utf-8", "replace"),
+                )
+    return params
+
+
+def _typed(key: str, value: str) -> Any:
+    if key in _JSON_PARAMS:
+        return json.loads(value)
+    if key in _INT_PARAMS and re.fullmatch(r"-?\d+", value):
+        return int(value)
+    return value
