@@ -13,9 +13,8 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import structlog
 
 from agent_core.errors import ProviderError, ProviderUnavailable, RateLimited
@@ -23,7 +22,6 @@ from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
 from agent_core.providers.sse import aiter_sse
 from agent_core.providers.transport import (
-    client_timeout,
     decode_text,
     encode_json,
     env_proxy,
@@ -31,6 +29,9 @@ from agent_core.providers.transport import (
     translate_errors,
 )
 from agent_core.providers.transport import parse_retry_after as parse_retry_after  # re-exported
+
+if TYPE_CHECKING:  # imported with the first session, so a start-up without this provider skips it
+    import aiohttp
 
 log = structlog.get_logger(__name__)
 
@@ -66,14 +67,14 @@ class OpenAICompatProvider:
             # Only with a key: local servers (Ollama) need none, and some reject an empty Bearer.
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
-        self._timeout = client_timeout(timeout, connect_timeout)
+        self._timeouts = (timeout, connect_timeout)
         self._proxy = env_proxy(self._url) if session is None else None
         self._owns_session = session is None
         self._session = session  # our own is made on first use: aiohttp wants a running loop
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = new_session(self._timeout, self._proxy)
+            self._session = new_session(*self._timeouts, self._proxy)
         return self._session
 
     def __repr__(self) -> str:

@@ -18,15 +18,14 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
-from typing import Any
-
-import aiohttp
-import certifi
+from typing import TYPE_CHECKING, Any
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable
 
+if TYPE_CHECKING:  # aiohttp (and certifi) load with the first session, not at start-up
+    import aiohttp
+
 __all__ = [
-    "client_timeout",
     "decode_text",
     "encode_json",
     "env_proxy",
@@ -34,18 +33,6 @@ __all__ = [
     "parse_retry_after",
     "translate_errors",
 ]
-
-
-def client_timeout(timeout: float, connect_timeout: float) -> aiohttp.ClientTimeout:
-    """What ``httpx.Timeout(timeout, connect=connect_timeout)`` meant: ``timeout`` bounds each
-    wait for data (and for a pooled connection), ``connect_timeout`` opening a connection; a
-    long answer is fine while it flows, so there is no total."""
-    return aiohttp.ClientTimeout(
-        total=None,
-        connect=timeout + connect_timeout,  # pool wait + connect
-        sock_connect=connect_timeout,
-        sock_read=timeout,
-    )
 
 
 def env_proxy(url: str) -> str | None:
@@ -60,15 +47,29 @@ def env_proxy(url: str) -> str | None:
     return proxies.get(parts.scheme) or proxies.get("all")
 
 
-def new_session(timeout: aiohttp.ClientTimeout, proxy: str | None) -> aiohttp.ClientSession:
-    """A session for one provider; call it inside the running loop (aiohttp binds to it)."""
+def new_session(timeout: float, connect_timeout: float, proxy: str | None) -> aiohttp.ClientSession:
+    """A session for one provider; call it inside the running loop (aiohttp binds to it).
+
+    The timeouts mean what ``httpx.Timeout(timeout, connect=connect_timeout)`` meant:
+    ``timeout`` bounds each wait for data (and for a pooled connection), ``connect_timeout``
+    opening a connection; a long answer is fine while it flows, so there is no total."""
+    import aiohttp
+
+    client_timeout = aiohttp.ClientTimeout(
+        total=None,
+        connect=timeout + connect_timeout,  # pool wait + connect
+        sock_connect=connect_timeout,
+        sock_read=timeout,
+    )
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(ssl=_ssl_context()), timeout=timeout, proxy=proxy
+        connector=aiohttp.TCPConnector(ssl=_ssl_context()), timeout=client_timeout, proxy=proxy
     )
 
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
+    import certifi
+
     if os.environ.get("SSL_CERT_FILE"):
         return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
     if os.environ.get("SSL_CERT_DIR"):
@@ -92,6 +93,8 @@ def decode_text(body: bytes, charset: str | None) -> str:
 @contextmanager
 def translate_errors(name: str, redact: Callable[[str], str]) -> Iterator[None]:
     """Turn transport failures into the agent's error tree (timeouts first)."""
+    import aiohttp  # loaded by then: the session is
+
     try:
         yield
     except TimeoutError as exc:
