@@ -8,6 +8,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")
@@ -31,7 +32,10 @@ def sanitize_user_id(user_id: str) -> str:
     return f"{safe or 'user'}-{digest}"
 
 
+@lru_cache(maxsize=4096)
 def user_workspace(base: Path, user_id: str) -> Path:
+    # Cached: asked several times per run, and resolving walks the path with a syscall per
+    # part. File tools still resolve every path they touch (resolve_inside), root included.
     return (base / sanitize_user_id(user_id)).resolve()
 
 
