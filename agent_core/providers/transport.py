@@ -1,6 +1,7 @@
 """The aiohttp plumbing of the HTTP providers: session, request body, response text, errors.
 
-One model call is one aiohttp request (httpx cost ~6x the client CPU per call). What the
+One model call is one aiohttp request: a short streamed answer from the fake LLM costs 0.46 ms
+of client CPU against 1.9 ms over httpx/httpx-sse (50 chunks: 1.2 vs 3.9 ms; uvloop). What the
 providers promised under httpx still holds: the same timeouts, proxies from the environment,
 certificates from certifi (or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), a compact UTF-8 JSON body,
 and only :class:`ProviderError` subclasses out, with the API key redacted.
