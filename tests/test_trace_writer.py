@@ -125,3 +125,26 @@ async def test_a_cancelled_reader_does_not_cancel_the_write(db: Database) -> Non
         await reader
     await db.trace_writer.flush()
     assert await _counts(db) == (1, 2)
+
+
+async def test_a_reader_waits_only_for_what_was_queued_before_it(db: Database) -> None:
+    store = SqlTraceStore(db)
+    stop = asyncio.Event()
+
+    async def keep_saving() -> None:  # runs never pause: the queue is never empty for long
+        n = 0
+        while not stop.is_set():
+            await store.save_trace(_trace(f"more-{n}"))
+            n += 1
+            await asyncio.sleep(0)
+
+    await store.save_trace(_trace("first"))
+    saver = asyncio.ensure_future(keep_saving())
+    try:
+        await asyncio.wait_for(db.trace_writer.flush(), 5)
+        async with db.engine.connect() as conn:
+            first = await conn.scalar(select(TraceRow.id).where(TraceRow.run_id == "first"))
+        assert first is not None
+    finally:
+        stop.set()
+        await saver

@@ -63,6 +63,10 @@ class TraceWriter:
         self._queued: dict[str, TraceRows] = {}
         self._task: asyncio.Task[None] | None = None
         self._written: OrderedDict[str, None] = OrderedDict()
+        # Saves handed over and saves settled (written or failed), counted so that a reader
+        # waits for what was queued before it asked, not for a queue that never empties.
+        self._submitted = self._settled = self._in_queue = 0
+        self._progress = asyncio.Event()
 
     @property
     def queued(self) -> int:
@@ -71,20 +75,33 @@ class TraceWriter:
     def submit(self, rows: TraceRows) -> None:
         """Queue ``rows`` (replacing a queued earlier save of the same trace)."""
         self._queued[rows.id] = rows
+        self._submitted += 1
+        self._in_queue += 1
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._drain(), name="storage:traces"
             )
+            self._task.add_done_callback(lambda _: self._progressed())
 
     async def flush(self) -> None:
-        """Return once everything queued so far is written (or its write has failed)."""
-        while self._task is not None and not self._task.done():
-            # Shielded: a reader that is cancelled must not cancel other runs' writes.
-            await asyncio.shield(self._task)
+        """Return once every save handed over before this call is written (or has failed).
+
+        Waiting does not touch the writing task: a reader that is cancelled cancels no write.
+        """
+        target = self._submitted
+        while self._settled < target:
+            if self._task is None or self._task.done():
+                return  # the writer was cancelled (shutdown): nothing more will settle
+            await self._progress.wait()
+
+    def _progressed(self) -> None:
+        self._progress.set()
+        self._progress = asyncio.Event()
 
     async def _drain(self) -> None:
         while self._queued:
             batch, self._queued = list(self._queued.values()), {}
+            saves, self._in_queue = self._in_queue, 0
             try:
                 try:
                     await self._write(batch)
@@ -94,6 +111,9 @@ class TraceWriter:
                 log.exception("trace.save_failed", traces=len(batch))
             else:
                 log.debug("storage.trace_saved", trace_ids=[rows.id for rows in batch])
+            finally:
+                self._settled += saves
+                self._progressed()
 
     async def _write(self, batch: list[TraceRows], *, replace: bool = False) -> None:
         again = [{"old_id": r.id} for r in batch if replace or r.id in self._written]
