@@ -8,6 +8,8 @@ regex rewriting of the source.
 
 from __future__ import annotations
 
+import re
+
 import structlog
 
 # Note: importing the `html` submodule binds `bot.formatting.html` in this namespace, which is
@@ -22,10 +24,19 @@ __all__ = ["render"]
 log = structlog.get_logger(__name__)
 
 
+# What can make one line of text anything but a paragraph of itself: inline markup, escapes,
+# entities and raw HTML, block starts (quote, heading, list, rule, table) and edge whitespace
+# (trimmed). Short answers are most answers, and parsing one costs more than all the rest of
+# sending it; a text this rejects simply takes the parser (tests compare both on such texts).
+_MARKUP = re.compile(r"[\\`*_\[\]<>&~|#\n\r\t]|^\s|\s$|^[-+=]|^\d{1,9}[.)]")
+
+
 def render(markdown: str, flavour: Formatting) -> str:
     """Render the model's markdown for a platform. Never raises."""
     if flavour == "markdown":  # web/CLI render markdown themselves
         return markdown
+    if markdown and _MARKUP.search(markdown) is None:
+        return _unformatted(markdown, flavour)
     try:
         if flavour == "html":
             return HtmlRenderer().render(markdown)
