@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,6 +87,16 @@ def _serve(config: Config) -> int:
     return asyncio.run(_serve_async(config))
 
 
+def freeze_startup_objects() -> int:
+    """Move what start-up made (modules, tables, config: ~1M objects) out of the collector's
+    sight; returns how many. A full collection otherwise walks all of them and stalls the
+    event loop for 50-90 ms on 2 cores, every time long-lived objects grow by a quarter:
+    measured as the worst reply latency (docs/performance.md)."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 async def _serve_async(config: Config) -> int:
     import uvicorn
 
@@ -103,6 +114,7 @@ async def _serve_async(config: Config) -> int:
     except (ChannelError, StorageError) as exc:
         print(f"loopgate: cannot start: {exc}", file=sys.stderr)
         return 1
+    freeze_startup_objects()
     # The app's lifespan closes loopgate: uvicorn re-raises SIGTERM once it has shut down, so
     # code after serve() would never run on a PaaS stop.
     try:
