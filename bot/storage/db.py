@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
+from bot.storage.checkpoints import WalCheckpoints
 from bot.storage.errors import StorageError
 from bot.storage.trace_writer import TraceWriter
 from bot.storage.writer import WriterQueue
@@ -66,6 +67,10 @@ class Database:
         # SQLite: one writer at a time, queued in the event loop (see writer.py). Readers are
         # not queued (WAL). Postgres takes concurrent writers itself.
         self._writer = WriterQueue() if engine.dialect.name == "sqlite" else None
+        self.checkpoints = (
+            WalCheckpoints(engine, self._writer) if self._writer is not None else None
+        )
+        """SQLite: the log is checkpointed in the background (``checkpoints.py``)."""
         self.trace_writer = TraceWriter(self)
         """Traces are written behind the runs (``bot/storage/trace_writer.py``)."""
 
@@ -79,6 +84,7 @@ class Database:
             return
         async with self._writer.hold(urgent=urgent), self.sessionmaker.begin() as session:
             yield session
+        self._wrote()
 
     @asynccontextmanager
     async def write_connection(self, *, urgent: bool = False) -> AsyncIterator[AsyncConnection]:
@@ -90,6 +96,11 @@ class Database:
             return
         async with self._writer.hold(urgent=urgent), self.engine.begin() as conn:
             yield conn
+        self._wrote()
+
+    def _wrote(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.wrote()
 
     @property
     def dialect(self) -> str:
@@ -102,6 +113,8 @@ class Database:
 
     async def aclose(self) -> None:
         await self.trace_writer.flush()
+        if self.checkpoints is not None:
+            await self.checkpoints.aclose()
         await self.engine.dispose()
 
     async def __aenter__(self) -> Database:
@@ -212,6 +225,8 @@ def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
         # NORMAL is durable in WAL mode except for the last commits on power loss (not on a
         # process crash), and saves an fsync per transaction.
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # Checkpoints run in the background (checkpoints.py), not inside a reply's commit.
+        cursor.execute("PRAGMA wal_autocheckpoint=0")
     finally:
         cursor.close()
 

@@ -22,6 +22,11 @@ class WriterQueue:
         self._urgent: deque[asyncio.Future[None]] = deque()
         self._normal: deque[asyncio.Future[None]] = deque()
 
+    @property
+    def busy(self) -> bool:
+        """A write is under way (or handed to the next waiter)."""
+        return self._held
+
     @asynccontextmanager
     async def hold(self, *, urgent: bool = False) -> AsyncIterator[None]:
         await self._acquire(urgent)

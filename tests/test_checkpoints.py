@@ -1,0 +1,58 @@
+"""SQLite's WAL is checkpointed in the background (bot/storage/checkpoints.py), not inside the
+commit of whichever write crosses SQLite's threshold."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bot.storage import checkpoints, open_database
+from bot.storage.state import SqlChannelState
+
+
+async def _wal_after_writes(tmp_path: Path, name: str, writes: int, *, pause_every: int) -> int:
+    url = f"sqlite+aiosqlite:///{tmp_path}/{name}.db"
+    async with await open_database(url) as db:
+        state = SqlChannelState(db)
+        for n in range(writes):
+            await state.set("telegram", f"key{n % 50}", "x" * 2000)
+            # A service's writes pause now and then (pause_every), or never (0).
+            await asyncio.sleep(0.05 if pause_every and n % pause_every == 0 else 0)
+        assert db.checkpoints is not None
+        await db.checkpoints.aclose()
+        async with db.engine.connect() as conn:  # frames written since the log last restarted
+            result = await conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+            return int(list(result.one())[1])
+
+
+async def test_connections_leave_checkpoints_to_the_service(tmp_path: Path) -> None:
+    async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
+        async with db.engine.connect() as conn:
+            result = await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")
+            assert result.scalar() == 0
+
+
+async def test_background_checkpoints_keep_the_log_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints, "EVERY_WRITES", 10**9)
+    unbounded = await _wal_after_writes(tmp_path, "never", 400, pause_every=40)
+    monkeypatch.setattr(checkpoints, "EVERY_WRITES", 40)
+    bounded = await _wal_after_writes(tmp_path, "every40", 400, pause_every=40)
+    # A checkpoint that caught up lets the next write start the log over.
+    assert bounded * 3 < unbounded
+
+
+async def test_writes_that_never_pause_still_get_a_complete_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints, "EVERY_WRITES", 40)
+    monkeypatch.setattr(checkpoints, "CATCH_UP_ROUNDS", 2)
+    monkeypatch.setattr(checkpoints, "RETRY_AFTER", 0.001)
+    monkeypatch.setattr(checkpoints, "MAX_LOG_FRAMES", 10**9)
+    starved = await _wal_after_writes(tmp_path, "starved", 400, pause_every=0)
+    monkeypatch.setattr(checkpoints, "MAX_LOG_FRAMES", 100)
+    capped = await _wal_after_writes(tmp_path, "capped", 400, pause_every=0)
+    assert capped * 2 < starved
