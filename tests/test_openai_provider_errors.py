@@ -328,15 +328,17 @@ async def test_crlf_comments_and_split_chunks_are_parsed() -> None:
     assert response.finish_reason == "stop"
 
 
+def http_response(status: bytes, content_type: bytes, body: bytes) -> bytes:
+    head = b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+    return head % (status, content_type, len(body)) + body
+
+
 @pytest.mark.parametrize("stream", [True, False])
 async def test_html_error_page_is_unavailable(stream: bool) -> None:
     page = b"<html><body>502 Bad Gateway</body></html>"
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(
-            b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(page), page)
-        )
+        writer.write(http_response(b"502 Bad Gateway", b"text/html", page))
         await writer.drain()
 
     async with raw_server(answer) as url:
@@ -358,10 +360,7 @@ async def test_json_answer_to_a_stream_request_is_accepted() -> None:
     ).encode()
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
+        writer.write(http_response(b"200 OK", b"application/json", body))
         await writer.drain()
 
     async with raw_server(answer) as url:
