@@ -9,7 +9,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from email.utils import formatdate
 
@@ -24,6 +24,7 @@ from agent_core.providers import Delta, OpenAICompatProvider
 from agent_core.providers.openai_compat import parse_retry_after
 from tests.fakes.llm_server import FakeLLM, delay, error, stream_error, text
 from tests.provider_support import API_KEY, Collector, ask
+from tests.raw_http import Handler, http_response, raw_server, read_request
 
 
 @pytest.fixture
@@ -204,7 +205,6 @@ async def test_wrong_key_is_401_provider_error() -> None:
 SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 )
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 def http_chunk(data: bytes) -> bytes:
@@ -217,29 +217,16 @@ def sse_text(piece: str, finish_reason: str | None = None) -> bytes:
 
 
 @asynccontextmanager
-async def raw_server(answer: Handler) -> AsyncIterator[str]:
-    """Reads one request (head and body), then lets ``answer`` write whatever it likes."""
+async def answering(answer: Handler) -> AsyncIterator[str]:
+    """A raw server that reads one request, then lets ``answer`` write whatever it likes;
+    yields the provider's base URL."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":")[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        )
-        await reader.readexactly(length)
-        try:
-            await answer(reader, writer)
-        finally:
-            writer.close()
+        await read_request(reader)
+        await answer(reader, writer)
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with raw_server(handle) as url:
+        yield f"{url}/v1"
 
 
 async def test_server_hanging_up_mid_stream_is_unavailable() -> None:
@@ -248,7 +235,7 @@ async def test_server_hanging_up_mid_stream_is_unavailable() -> None:
         await writer.drain()  # then close without the terminating chunk
 
     collector = Collector()
-    async with raw_server(answer) as url:
+    async with answering(answer) as url:
         provider = OpenAICompatProvider(url, API_KEY)
         try:
             with pytest.raises(ProviderUnavailable) as info:
@@ -268,7 +255,7 @@ async def test_stall_mid_stream_is_a_timeout() -> None:
         await writer.drain()
         await reader.read()  # silent until the client gives up and closes
 
-    async with raw_server(answer) as url:
+    async with answering(answer) as url:
         provider = OpenAICompatProvider(url, API_KEY, timeout=0.3)
         try:
             started = time.monotonic()
@@ -287,7 +274,7 @@ async def test_malformed_chunk_is_provider_error_without_key() -> None:
         writer.write(http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
 
-    async with raw_server(answer) as url:
+    async with answering(answer) as url:
         provider = OpenAICompatProvider(url, API_KEY)
         try:
             with pytest.raises(ProviderError) as info:
@@ -316,7 +303,7 @@ async def test_crlf_comments_and_split_chunks_are_parsed() -> None:
         await writer.drain()
 
     collector = Collector()
-    async with raw_server(answer) as url:
+    async with answering(answer) as url:
         provider = OpenAICompatProvider(url, API_KEY)
         try:
             response = await provider.complete(ask(), collector)
@@ -328,11 +315,6 @@ async def test_crlf_comments_and_split_chunks_are_parsed() -> None:
     assert response.finish_reason == "stop"
 
 
-def http_response(status: bytes, content_type: bytes, body: bytes) -> bytes:
-    head = b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
-    return head % (status, content_type, len(body)) + body
-
-
 @pytest.mark.parametrize("stream", [True, False])
 async def test_html_error_page_is_unavailable(stream: bool) -> None:
     page = b"<html><body>502 Bad Gateway</body></html>"
@@ -341,7 +323,7 @@ async def test_html_error_page_is_unavailable(stream: bool) -> None:
         writer.write(http_response(b"502 Bad Gateway", b"text/html", page))
         await writer.drain()
 
-    async with raw_server(answer) as url:
+    async with answering(answer) as url:
         provider = OpenAICompatProvider(url, API_KEY)
         try:
             with pytest.raises(ProviderUnavailable) as info:
@@ -363,7 +345,7 @@ async def test_json_answer_to_a_stream_request_is_accepted() -> None:
         writer.write(http_response(b"200 OK", b"application/json", body))
         await writer.drain()
 
-    async with raw_server(answer) as url:
+    async with answering(answer) as url:
         provider = OpenAICompatProvider(url, API_KEY)
         try:
             response = await provider.complete(ask(stream=True))

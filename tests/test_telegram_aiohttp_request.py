@@ -10,7 +10,7 @@ import asyncio
 import datetime as dt
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
@@ -20,8 +20,8 @@ from telegram.request import BaseRequest, HTTPXRequest
 
 from channels.telegram.aiohttp_request import AiohttpRequest
 from tests.fakes.telegram_server import FakeTelegram, Upload
+from tests.raw_http import raw_server, read_head
 
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 CLASSES = [AiohttpRequest, HTTPXRequest]
 
 
@@ -32,34 +32,6 @@ def make_bot(tg: FakeTelegram, request: BaseRequest | None = None) -> Bot:
         request=request or AiohttpRequest(connection_pool_size=8, read_timeout=5.0),
         get_updates_request=AiohttpRequest(connection_pool_size=2, read_timeout=5.0),
     )
-
-
-@asynccontextmanager
-async def raw_server(handler: Handler) -> AsyncIterator[str]:
-    """A TCP server on 127.0.0.1 running ``handler`` per connection; yields its base URL."""
-    tasks: set[asyncio.Task[None]] = set()
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        tasks.add(asyncio.current_task())  # type: ignore[arg-type]
-        try:
-            await handler(reader, writer)
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.close()
-        # Handlers end when the client hangs up; a cancelled one would be logged by asyncio.
-        if tasks:
-            await asyncio.wait(tasks, timeout=5)
-        await server.wait_closed()
-
-
-async def read_head(reader: asyncio.StreamReader) -> bytes:
-    return await reader.readuntil(b"\r\n\r\n")
 
 
 # -- calls that work --------------------------------------------------------------------------
