@@ -55,6 +55,7 @@ from serve_common import (
     ROOT,
     BenchTelegram,
     cpu_seconds,
+    emit,
     pct,
     peak_rss_mib,
     start_serve,
@@ -490,10 +491,7 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
     data = report(results, args)
     print_table(data)
-    line = json.dumps(data)
-    print(line)
-    if args.out is not None:
-        args.out.write_text(line + "\n")
+    emit(data, args.out)
 
 
 if __name__ == "__main__":

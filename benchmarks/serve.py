@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from serve_common import (  # noqa: E402
     BenchTelegram,
     cpu_seconds,
+    emit,
     pct,
     peak_rss_mib,
     start_serve,
@@ -309,10 +310,7 @@ def main() -> None:
     if args.profile is not None:
         show = print_samples if args.sample else print_profile
         show(args.profile, result.replies, data["cpu_ms_per_reply"])
-    line = json.dumps(data)
-    print(line)
-    if args.out is not None:
-        args.out.write_text(line + "\n")
+    emit(data, args.out)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -182,6 +183,14 @@ async def stop_serve(proc: asyncio.subprocess.Process, log: IO[bytes]) -> None:
     except TimeoutError:
         proc.kill()
     log.close()
+
+
+def emit(data: dict[str, Any], out: Path | None) -> None:
+    """The result as one JSON line on stdout, and in ``out`` for check_regression.py."""
+    line = json.dumps(data)
+    print(line)
+    if out is not None:
+        out.write_text(line + "\n")
 
 
 def pct(values: list[float], q: float) -> float:
