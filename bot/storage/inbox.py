@@ -37,6 +37,16 @@ from channels import InboundMessage
 __all__ = ["EntryTakenOver", "InboxEntry", "InboxState", "SqlInbox", "process_owner"]
 
 DEFAULT_LEASE_SECONDS = 60.0
+INCREMENT = object()
+"""A value of :meth:`SqlInbox._update`: add one to the column."""
+_TABLE = table_of(InboxRow)
+_INSERT_ENTRY = insert(_TABLE).returning(_TABLE.c.id)
+
+
+def _held_by_or_free(owner: Any) -> Any:
+    # An entry another process holds is its business: a process that lost its lease
+    # (stalled past it, cut off from Redis) must not run, deliver or end it as well.
+    return or_(_TABLE.c.owner == owner, _TABLE.c.owner.is_(None))
 
 
 def process_owner() -> str:
@@ -371,9 +381,7 @@ class SqlInbox:
         return removed
 
     def _mine_or_free(self) -> Any:
-        # An entry another process holds is its business: a process that lost its lease
-        # (stalled past it, cut off from Redis) must not run, deliver or end it as well.
-        return or_(InboxRow.owner == self.owner, InboxRow.owner.is_(None))
+        return _held_by_or_free(self.owner)
 
     async def _update(self, entry_id: int, **values: Any) -> bool:
         """Update one entry unless another process holds it; False then. A value may be
@@ -388,12 +396,6 @@ class SqlInbox:
         return changed > 0
 
 
-INCREMENT = object()
-"""A value of :meth:`SqlInbox._update`: add one to the column."""
-_TABLE = table_of(InboxRow)
-_INSERT_ENTRY = insert(_TABLE).returning(_TABLE.c.id)
-
-
 @cache
 def _update_entry(incremented: tuple[str, ...]) -> Executable:
     """One entry's UPDATE unless another process holds it, built once per shape: the SET
@@ -401,9 +403,6 @@ def _update_entry(incremented: tuple[str, ...]) -> Executable:
     table = _TABLE
     return (
         update(table)
-        .where(
-            table.c.id == bindparam("entry_id"),
-            or_(table.c.owner == bindparam("me"), table.c.owner.is_(None)),
-        )
+        .where(table.c.id == bindparam("entry_id"), _held_by_or_free(bindparam("me")))
         .values({name: table.c[name] + 1 for name in incremented})
     )
