@@ -43,8 +43,8 @@ class WalCheckpoints:
     def __init__(self, engine: AsyncEngine, writer: WriterQueue) -> None:
         self._engine = engine
         self._writer = writer
-        self._writes = 0
         self._commits = 0
+        self._due = EVERY_WRITES
         self._task: asyncio.Task[None] | None = None
         self.done = 0
         """Checkpoints that caught up with the log so far (tests, diagnostics)."""
@@ -52,10 +52,9 @@ class WalCheckpoints:
     def wrote(self) -> None:
         """One write transaction committed."""
         self._commits += 1
-        self._writes += 1
-        if self._writes < EVERY_WRITES or (self._task is not None and not self._task.done()):
+        if self._commits < self._due or (self._task is not None and not self._task.done()):
             return
-        self._writes = 0
+        self._due = self._commits + EVERY_WRITES
         self._task = asyncio.get_running_loop().create_task(
             self._checkpoint(), name="storage:checkpoint"
         )
