@@ -15,9 +15,7 @@ NUL_REPLACEMENT = "\ufffd"
 
 def upsert_insert(db: Database, table: Any) -> postgresql.Insert | sqlite.Insert:
     """An INSERT that has ``on_conflict_do_update/nothing``; both dialects spell them alike."""
-    if db.dialect == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
+    return dialect_insert(db.dialect, table)
 
 
 def dialect_insert(dialect: str, table: Any) -> postgresql.Insert | sqlite.Insert:
