@@ -26,7 +26,7 @@ from agent_core.pruning import prune_context
 from agent_core.run import RunRequest
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
-from agent_core.tokens import TokenCounter, get_encoder
+from agent_core.tokens import TokenCounter, byte_bound, get_encoder
 from agent_core.tracing import SpanKind, Trace, new_trace
 
 log = structlog.get_logger(__name__)
@@ -41,7 +41,7 @@ BUDGET_EXCEEDED_REPLY = (
 @dataclass(slots=True)
 class FitResult:
     messages: list[Message]
-    tokens: int
+    tokens: int | None  # None: surely under every threshold, so not counted
     pruned: int = 0
     compacted: bool = False
     compaction_error: str | None = None
@@ -67,53 +67,74 @@ class ContextBudget:
         self._counters: dict[str, TokenCounter] = {}
         self._flushed: dict[str, str | None] = {}  # session -> summary at its last flush
 
+    def deferred_counter(self, model: str | None = None) -> TokenCounter:
+        """The counter for ``model``, its encoding maybe not loaded yet (agent_core.tokens)."""
+        key = f"{self.provider.name}/{model or self.settings.model}"
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = TokenCounter(model or self.settings.model, deferred=True)
+            self._counters[key] = counter
+        return counter
+
     async def counter(self, model: str | None = None) -> TokenCounter:
         """The counter for ``model`` (encoding loaded off the event loop the first time)."""
-        key = f"{self.provider.name}/{model or self.settings.model}"
-        if key not in self._counters:
-            encoder = await asyncio.to_thread(get_encoder, model or self.settings.model)
-            self._counters.setdefault(
-                key, TokenCounter(model or self.settings.model, encoder=encoder)
-            )
-        return self._counters[key]
+        counter = self.deferred_counter(model)
+        if not counter.loaded:
+            encoder = await asyncio.to_thread(get_encoder, counter.model)
+            counter.load(encoder)  # a no-op when a concurrent call loaded it first
+        return counter
 
     @property
     def limit(self) -> int:
         """Tokens a request may use: the window minus what the answer may take."""
         return max(self.settings.context_window - (self.settings.max_tokens or 0), 1)
 
+    def _lowest_threshold(self, allow_compaction: bool) -> float:
+        """The fewest tokens at which :meth:`fit` does anything but pass the messages on."""
+        window = self.settings.context_window
+        thresholds = [self.limit + 1.0]  # over budget
+        if self.settings.pruning.enabled and window > 0:
+            thresholds.append(window * self.settings.pruning.soft_trim_ratio)
+        if allow_compaction and self.settings.compaction.enabled:
+            thresholds.append(window * self.settings.compaction.trigger_share)
+        return min(thresholds)
+
     async def fit(self, messages: list[Message], *, allow_compaction: bool) -> FitResult:
+        deferred = self.deferred_counter()
+        if not deferred.loaded and deferred.ceiling(messages) < self._lowest_threshold(
+            allow_compaction
+        ):
+            return FitResult(list(messages), None)  # what exact counting would decide too
         counter = await self.counter()
         window = self.settings.context_window
         pruned = prune_context(
             messages, budget=window, count=counter.count, settings=self.settings.pruning
         )
-        result = FitResult(pruned.messages, counter.count(pruned.messages))
+        tokens = counter.count(pruned.messages)
+        result = FitResult(pruned.messages, tokens)
         result.pruned = pruned.soft_trimmed + pruned.hard_cleared
         trigger = window * self.settings.compaction.trigger_share
-        if allow_compaction and self.settings.compaction.enabled and result.tokens >= trigger:
+        if allow_compaction and self.settings.compaction.enabled and tokens >= trigger:
             try:
                 result.messages = await compact_messages(
                     result.messages, self.provider, self.settings.model, self.settings.compaction
                 )
                 result.compacted = True
-                result.tokens = counter.count(result.messages)
+                result.tokens = tokens = counter.count(result.messages)
             except (NotCompacted, TimeoutError) as exc:
                 result.compaction_error = str(exc) or type(exc).__name__
                 log.info("compaction.mid_loop_skipped", reason=result.compaction_error)
-        result.exceeded = result.tokens > self.limit
+        result.exceeded = tokens > self.limit
         return result
 
     async def calibrate(self, messages: Sequence[Message], prompt_tokens: int) -> None:
-        (await self.counter()).calibrate(messages, prompt_tokens)
+        self.deferred_counter().calibrate(messages, prompt_tokens)  # kept until loaded
 
     async def after_run(
         self, request: RunRequest, stored: Sequence[Message], summary: str | None
     ) -> bool:
         """Start post-run compaction when the session is over a threshold; True if started."""
-        counter = await self.counter()
-        tokens = counter.count(stored) + (counter.count_text(summary) if summary else 0)
-        if not self.compactor.should_compact(len(stored), tokens, self.settings.context_window):
+        if not await self._should_compact(stored, summary):
             return False
         workspace = self.workspaces.user_dir(request.user_id)
 
@@ -184,6 +205,21 @@ class ContextBudget:
             await self.traces.save_trace(trace)
         except Exception:  # a trace is never worth failing compaction for
             log.exception("trace.save_failed", trace_id=trace.id)
+
+    async def _should_compact(self, stored: Sequence[Message], summary: str | None) -> bool:
+        """The compactor's test, counting only when the message count alone does not decide."""
+        window = self.settings.context_window
+        if self.compactor.should_compact(len(stored), 0, window):
+            return True  # by message count
+        deferred = self.deferred_counter()
+        if not deferred.loaded:
+            # should_compact grows with the tokens: no at the ceiling is no at the exact count.
+            ceiling = deferred.ceiling(stored) + byte_bound(summary or "")
+            if not self.compactor.should_compact(len(stored), ceiling, window):
+                return False
+        counter = await self.counter()
+        tokens = counter.count(stored) + (counter.count_text(summary) if summary else 0)
+        return self.compactor.should_compact(len(stored), tokens, window)
 
     def workspace_for(self, user_id: str) -> Path:
         return self.workspaces.user_dir(user_id)

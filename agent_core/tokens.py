@@ -8,16 +8,24 @@ the blob URL). From then on ``tiktoken.get_encoding`` never touches the network.
 :class:`TokenCounter` counts per model, caches counts per message, and scales its estimate by
 the ratio the provider reported (``prompt_tokens``) on the previous call, so budgets follow what
 the provider actually bills, whatever the tokenizer.
+
+The encoding costs ~27 MiB resident, and most conversations never come near a threshold where
+its exact count changes anything. A *deferred* counter (``TokenCounter(model, deferred=True)``)
+answers with :meth:`TokenCounter.ceiling`, a bound no exact count can exceed (a byte-level BPE
+token is at least one byte; a calibration moves the ratio at most to ``MAX_RATIO``), and its
+owner loads the encoding only when that bound reaches a threshold (``ContextBudget``). So every
+decision is the one exact counting would take; calibrations made meanwhile are replayed.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import os
 import tempfile
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -38,6 +46,10 @@ OFFICIAL_SHA256 = {
 MESSAGE_OVERHEAD = 4  # role and separators per message (OpenAI's documented estimate)
 TOOL_CALL_OVERHEAD = 8
 CACHE_SIZE = 20_000  # messages whose counts are remembered
+MIN_RATIO, MAX_RATIO = 0.25, 4.0  # how far a calibration may scale the count
+# A deferred counter keeps this many calibrations to replay once loaded: each one halves the
+# weight of those before it, so older ones would move the ratio by less than 1/256 of its range.
+REPLAYED_CALIBRATIONS = 8
 
 
 class Encoder(Protocol):
@@ -133,17 +145,62 @@ def _load_lean(name: str) -> Encoder:
     return encoding
 
 
-class TokenCounter:
-    """Counts messages for one model; per-message cache; calibrated by provider reports."""
+def byte_bound(text: str) -> int:
+    """At least the token count of ``text`` in any byte-level BPE (tiktoken's, or the estimate).
 
-    def __init__(self, model: str, *, encoder: Encoder | None = None) -> None:
+    Every token stands for one byte or more of UTF-8 (tiktoken turns a lone surrogate into
+    U+FFFD, three bytes, as many as ``surrogatepass`` counts for it).
+    """
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _message_bound(message: Message) -> int:
+    total = MESSAGE_OVERHEAD + byte_bound(message.content)
+    for call in message.tool_calls:
+        total += TOOL_CALL_OVERHEAD + byte_bound(call.name) + byte_bound(call.arguments)
+    return total
+
+
+class TokenCounter:
+    """Counts messages for one model; per-message cache; calibrated by provider reports.
+
+    ``deferred``: no encoding yet; :meth:`ceiling` works, counting waits for :meth:`load`.
+    """
+
+    def __init__(
+        self, model: str, *, encoder: Encoder | None = None, deferred: bool = False
+    ) -> None:
         self.model = model
-        self._encoder = encoder if encoder is not None else get_encoder(model)
+        self.loaded = not deferred
+        self._encoder: Encoder | None = None
+        if not deferred:
+            self._encoder = encoder if encoder is not None else get_encoder(model)
         self._cache: OrderedDict[Message, int] = OrderedDict()
+        self._pending: deque[tuple[tuple[Message, ...], int]] = deque(maxlen=REPLAYED_CALIBRATIONS)
         self.ratio = 1.0  # provider-reported / counted, from the last calibration
         self.calibrated = False
 
+    def load(self, encoder: Encoder | None) -> None:
+        """Give a deferred counter its encoding and replay the calibrations it kept."""
+        if self.loaded:
+            return
+        self._encoder, self.loaded = encoder, True
+        pending, self._pending = list(self._pending), deque(maxlen=REPLAYED_CALIBRATIONS)
+        for messages, reported in pending:
+            self.calibrate(messages, reported)
+
+    def ceiling(self, messages: Sequence[Message]) -> int:
+        """A bound :meth:`count` can't exceed, computed without the encoding.
+
+        Until the first calibration the ratio is 1; after one, a deferred counter does not know
+        it yet and assumes the largest a calibration allows.
+        """
+        ratio = MAX_RATIO if self._pending else self.ratio
+        return math.ceil(sum(_message_bound(m) for m in messages) * ratio)
+
     def count_text(self, text: str) -> int:
+        if not self.loaded:
+            raise RuntimeError("deferred TokenCounter: load() it before counting")
         if not text:
             return 0
         if self._encoder is None:
@@ -178,9 +235,13 @@ class TokenCounter:
         Tool schemas and provider framing are billed too, so the ratio absorbs them. Smoothed so
         one odd report can't swing budgets; ignored when nothing was reported.
         """
+        if not self.loaded:
+            if reported_prompt_tokens > 0:
+                self._pending.append((tuple(messages), reported_prompt_tokens))
+            return
         counted = self.count_raw(messages)
         if reported_prompt_tokens <= 0 or counted <= 0:
             return
-        observed = min(max(reported_prompt_tokens / counted, 0.25), 4.0)
+        observed = min(max(reported_prompt_tokens / counted, MIN_RATIO), MAX_RATIO)
         self.ratio = 0.5 * self.ratio + 0.5 * observed if self.calibrated else observed
         self.calibrated = True

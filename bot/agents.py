@@ -38,7 +38,7 @@ from agent_core.orchestration.children import Orchestrator
 from agent_core.orchestration.mode_tools import add_mode_tools
 from agent_core.orchestration.modes import OrchestrationProfile, resolve_profile
 from agent_core.orchestration.records import OrchestrationStore, TaskStore
-from agent_core.providers import AnthropicProvider, OfflineProvider, Provider
+from agent_core.providers import OfflineProvider, Provider
 from agent_core.providers.openai_compat import OpenAICompatProvider
 from agent_core.self_evolution import add_self_evolution_tools
 from agent_core.store import SessionStore, TraceStore
@@ -97,6 +97,8 @@ def build_provider(name: str, config: ProviderConfig) -> Provider:
     OpenAI's own endpoint needs a key; any other base_url (Ollama, vLLM, a proxy) may not.
     """
     if config.kind == "anthropic":
+        from agent_core.providers.anthropic import AnthropicProvider  # only when configured
+
         return AnthropicProvider(
             config.base_url,
             config.api_key,

@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Coroutine
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -27,7 +27,6 @@ from agent_core.providers import Provider
 from bot.access import AccessPolicy, PairingStore
 from bot.agents import AgentRouter
 from bot.channel_startup import ChannelStarter
-from bot.cluster.service import Cluster
 from bot.config import Config
 from bot.dedupe import DedupeStore
 from bot.evolution.service import EvolutionService
@@ -52,6 +51,9 @@ from bot.storage.memory_index import SqlMemoryIndex
 from channels import Channel
 from channels.local import LocalChannel
 
+if TYPE_CHECKING:
+    from bot.cluster.service import Cluster  # imports redis: only when redis.url is set
+
 log = structlog.get_logger(__name__)
 
 
@@ -74,7 +76,11 @@ class Loopgate:
         self._background: list[asyncio.Task[None]] = []
         self.events = EventBus()
         # Several processes on one Redis (docs/scaling.md); None: this process is the service.
-        self.cluster = Cluster(config) if config.redis.url else None
+        self.cluster: Cluster | None = None
+        if config.redis.url:
+            from bot.cluster.service import Cluster
+
+            self.cluster = Cluster(config)
         self.registry: RunRegistry = (
             self.cluster.registry if self.cluster is not None else LocalRunRegistry()
         )

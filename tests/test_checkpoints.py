@@ -28,10 +28,10 @@ async def _wal_after_writes(tmp_path: Path, name: str, writes: int, *, pause_eve
 
 
 async def test_connections_leave_checkpoints_to_the_service(tmp_path: Path) -> None:
-    async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
-        async with db.engine.connect() as conn:
-            result = await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")
-            assert result.scalar() == 0
+    db = await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db")
+    async with db, db.engine.connect() as conn:
+        result = await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")
+        assert result.scalar() == 0
 
 
 async def test_background_checkpoints_keep_the_log_small(

@@ -204,6 +204,8 @@ class TestPostRun:
         await loop.context.compactor.wait_idle()
         assert store.summaries["s1"] == "The user asked many questions."
         assert store.compactions["s1"] == 1
+        # decided by the message count alone: the tokenizer was not even loaded
+        assert not loop.context.deferred_counter().loaded
         assert [m.content for m in store.sessions["s1"]] == [
             "question 24 " + "w " * 5,
             "answer 24",
@@ -240,6 +242,7 @@ class TestPostRun:
         await loop.run(request("hi"))
         await loop.context.compactor.wait_idle()
         assert len(provider.of("summary")) == 1
+        assert loop.context.deferred_counter().loaded  # this one needed the exact count
 
     async def test_memory_flush_writes_memory_files(self, tmp_path: Path) -> None:
         write = call("write_file", {"path": "memory/2026-01-01.md", "content": "likes tea"})

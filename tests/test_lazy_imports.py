@@ -16,9 +16,9 @@ from bot.storage.db import HEAD_REVISION, alembic_config, head_revision
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _imported_after(code: str, cwd: Path) -> set[str]:
-    """The top-level packages in ``sys.modules`` after running ``code`` in a new interpreter
-    (this one has imported everything the other tests needed)."""
+def _imported_after(code: str, cwd: Path, *, modules: bool = False) -> set[str]:
+    """The top-level packages (``modules``: the modules) in ``sys.modules`` after running
+    ``code`` in a new interpreter (this one has imported everything the other tests needed)."""
     script = textwrap.dedent(code) + "\nimport sys\nprint(' '.join(sorted(sys.modules)))\n"
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -29,7 +29,7 @@ def _imported_after(code: str, cwd: Path) -> set[str]:
         timeout=120,
         check=True,
     )
-    return {name.split(".")[0] for name in done.stdout.split()}
+    return {name if modules else name.split(".")[0] for name in done.stdout.split()}
 
 
 def test_head_revision_constant_matches_the_migrations_folder() -> None:
@@ -81,3 +81,47 @@ def test_the_http_app_without_admin_token_does_not_import_the_dashboard(tmp_path
     )
     assert "starlette" in modules
     assert not modules & {"jinja2", "alembic", "slack_bolt", "slack_sdk", "aiohttp", "anthropic"}
+
+
+def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anthropic(
+    tmp_path: Path,
+) -> None:
+    # Redis only with redis.url; the Anthropic provider (and httpx-sse) only when configured;
+    # tiktoken only when a conversation grows near a threshold (tests/test_tokens_deferred.py).
+    modules = _imported_after(
+        """
+        import asyncio
+        from agent_core.testing import ScriptedProvider, reply
+        from bot.app import Loopgate
+        from bot.config import parse_config
+        from bot.http.server import create_app
+        from channels import ChatRef, ChatType, InboundMessage, Sender
+
+        async def main():
+            config = parse_config(
+                {
+                    "database": {"url": "sqlite+aiosqlite:///./db.sqlite"},
+                    "agents": {"defaults": {"workspace": "./workspaces"}},
+                },
+                {},
+            )
+            provider = ScriptedProvider(reply("one"), reply("two"))
+            app = Loopgate(config, providers={"openai": provider})
+            create_app(app, manage_lifespan=False)
+            async with app:
+                chat = ChatRef("web", "c1", ChatType.DIRECT)
+                for n, text in enumerate(("hello", "again")):
+                    message = InboundMessage(chat, str(n), Sender("u1", "U"), text)
+                    job = await app.gateway.handle(message)
+                    result = await job.done
+                    assert result is not None and result.content in ("one", "two"), result
+            assert len(provider.requests) == 2, "both turns reached the model"
+
+        asyncio.run(main())
+        """,
+        tmp_path,
+        modules=True,
+    )
+    assert "bot.gateway" in modules and "agent_core.context_budget" in modules
+    assert not {m.split(".")[0] for m in modules} & {"redis", "tiktoken", "httpx_sse"}
+    assert "agent_core.providers.anthropic" not in modules

@@ -1,6 +1,11 @@
-"""LLM providers behind one protocol."""
+"""LLM providers behind one protocol.
 
-from agent_core.providers.anthropic import AnthropicProvider
+``AnthropicProvider`` is imported on first use: a deployment on an OpenAI-compatible model
+never loads it (nor httpx-sse).
+"""
+
+from typing import TYPE_CHECKING, Any
+
 from agent_core.providers.base import (
     Delta,
     DeltaHandler,
@@ -11,6 +16,9 @@ from agent_core.providers.base import (
 )
 from agent_core.providers.offline import OfflineProvider
 from agent_core.providers.openai_compat import OpenAICompatProvider
+
+if TYPE_CHECKING:
+    from agent_core.providers.anthropic import AnthropicProvider
 
 __all__ = [
     "AnthropicProvider",
@@ -23,3 +31,11 @@ __all__ = [
     "Provider",
     "ToolSpec",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AnthropicProvider":
+        from agent_core.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

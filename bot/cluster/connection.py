@@ -115,7 +115,7 @@ class RedisLink:
                 await asyncio.sleep(0.5)
             finally:
                 with suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
 
     async def aclose(self) -> None:
         if self._watch is not None:
