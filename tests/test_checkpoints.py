@@ -45,14 +45,31 @@ async def test_background_checkpoints_keep_the_log_small(
     assert bounded * 3 < unbounded
 
 
+@pytest.mark.parametrize(("cap", "under_the_slot"), [(10**9, []), (10, [True])])
 async def test_writes_that_never_pause_still_get_a_complete_checkpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap: int, under_the_slot: list[bool]
 ) -> None:
-    monkeypatch.setattr(checkpoints, "EVERY_WRITES", 40)
+    monkeypatch.setattr(checkpoints, "EVERY_WRITES", 10**9)  # started by hand below
     monkeypatch.setattr(checkpoints, "CATCH_UP_ROUNDS", 2)
     monkeypatch.setattr(checkpoints, "RETRY_AFTER", 0.001)
-    monkeypatch.setattr(checkpoints, "MAX_LOG_FRAMES", 10**9)
-    starved = await _wal_after_writes(tmp_path, "starved", 400, pause_every=0)
-    monkeypatch.setattr(checkpoints, "MAX_LOG_FRAMES", 100)
-    capped = await _wal_after_writes(tmp_path, "capped", 400, pause_every=0)
-    assert capped * 2 < starved
+    monkeypatch.setattr(checkpoints, "MAX_LOG_FRAMES", cap)
+    async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
+        state = SqlChannelState(db)
+        for n in range(50):
+            await state.set("telegram", f"key{n}", "x" * 2000)
+        service, writer = db.checkpoints, db._writer
+        assert service is not None and writer is not None
+        held: list[bool] = []
+        passive = service._passive
+
+        async def a_write_lands_during_every_round() -> tuple[int, int]:
+            held.append(writer.busy)
+            result = await passive()
+            service._commits += 1  # so no background round may count as caught up
+            return result
+
+        monkeypatch.setattr(service, "_passive", a_write_lands_during_every_round)
+        await service._checkpoint()
+        # two background rounds beside the writers; past the cap, one more holding the slot
+        assert held == [False, False, *under_the_slot]
+        assert service.done == len(under_the_slot)
