@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table
@@ -11,6 +12,12 @@ if TYPE_CHECKING:
     from bot.storage.db import Database
 
 NUL_REPLACEMENT = "\ufffd"
+
+
+def dump_json(value: Any) -> str:
+    """JSON columns' serializer (both engines): span attributes may hold datetimes or other
+    non-JSON values."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def upsert_insert(db: Database, table: Any) -> postgresql.Insert | sqlite.Insert:

@@ -5,15 +5,14 @@ The same code runs on SQLite (aiosqlite, the default) and Postgres (asyncpg).
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from sqlalchemy import Connection, event, text
@@ -28,8 +27,10 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
+from bot.storage._sql import dump_json
 from bot.storage.checkpoints import WalCheckpoints
 from bot.storage.errors import StorageError
+from bot.storage.lane import SqliteLane
 from bot.storage.trace_writer import TraceWriter
 from bot.storage.writer import WriterQueue
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/loopgate.db"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -61,12 +63,18 @@ HEAD_REVISION = "0006"
 class Database:
     """An engine plus its session factory; close it with ``aclose`` or ``async with``."""
 
-    def __init__(self, engine: AsyncEngine, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        lane: SqliteLane | None = None,
+    ) -> None:
         self.engine = engine
         self.sessionmaker = sessionmaker
         # SQLite: one writer at a time, queued in the event loop (see writer.py). Readers are
         # not queued (WAL). Postgres takes concurrent writers itself.
         self._writer = WriterQueue() if engine.dialect.name == "sqlite" else None
+        self._lane = lane  # SQLite in a file: run_write's transactions (lane.py)
         self.checkpoints = (
             WalCheckpoints(engine, self._writer) if self._writer is not None else None
         )
@@ -98,6 +106,22 @@ class Database:
             yield conn
         self._wrote()
 
+    async def run_write(self, work: Callable[[Connection], T], *, urgent: bool = False) -> T:
+        """``work`` with a connection in one write transaction: committed when it returns,
+        rolled back when it raises; returns what it returns. For the reply path's writes: on a
+        SQLite file the whole transaction is one hop to the lane's thread (``lane.py``)."""
+        if self._writer is None:
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(work)
+        async with self._writer.hold(urgent=urgent):
+            if self._lane is not None:
+                result = await self._lane.run(work)
+            else:  # in-memory: its one connection is the async engine's
+                async with self.engine.begin() as conn:
+                    result = await conn.run_sync(work)
+        self._wrote()
+        return result
+
     def _wrote(self) -> None:
         if self.checkpoints is not None:
             self.checkpoints.wrote()
@@ -115,6 +139,8 @@ class Database:
         await self.trace_writer.flush()
         if self.checkpoints is not None:
             await self.checkpoints.aclose()
+        if self._lane is not None:
+            await self._lane.close()
         await self.engine.dispose()
 
     async def __aenter__(self) -> Database:
@@ -160,7 +186,10 @@ async def open_database(url: str = DEFAULT_DATABASE_URL, *, schema: str | None =
     except Exception as exc:  # unreachable server, bad credentials, unknown revision, ...
         await engine.dispose()
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
-    db = Database(engine, async_sessionmaker(engine, expire_on_commit=False))
+    lane = None
+    if engine.dialect.name == "sqlite" and not _is_sqlite_memory(parsed):
+        lane = SqliteLane(parsed, _sqlite_pragmas)
+    db = Database(engine, async_sessionmaker(engine, expire_on_commit=False), lane)
     log.info("storage.opened", url=db.safe_url, dialect=db.dialect, schema=schema)
     return db
 
@@ -187,8 +216,7 @@ def _is_sqlite_memory(url: URL) -> bool:
 
 def _create_engine(url: URL, schema: str | None) -> AsyncEngine:
     kwargs: dict[str, Any] = {
-        # default=str: span attributes may hold datetimes or other non-JSON values.
-        "json_serializer": lambda value: json.dumps(value, ensure_ascii=False, default=str),
+        "json_serializer": dump_json,
     }
     if url.get_backend_name() == "sqlite":
         if _is_sqlite_memory(url):

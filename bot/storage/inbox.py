@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.sql.expression import Executable
 
 from bot.redaction import redact
@@ -75,9 +75,10 @@ class SqlInbox:
     ) -> int:
         """Store ``msg`` as ``queued`` (``running`` when it starts at once: one write less);
         returns its id."""
-        async with self._db.write_connection() as conn:
-            result = await conn.execute(*self._insert(msg, session_key, agent_id, running))
-            return int(result.scalar_one())
+        statement, params = self._insert(msg, session_key, agent_id, running)
+        return await self._db.run_write(
+            lambda conn: int(conn.execute(statement, params).scalar_one())
+        )
 
     def _insert(
         self,
@@ -121,14 +122,15 @@ class SqlInbox:
         """Record ``dedupe_key`` as processed and store ``msg``, in one transaction; None (and
         nothing stored) when the key was processed before: a platform redelivery.
         ``owned`` False stores it for whichever process claims its session."""
-        async with self._db.write_connection(urgent=True) as conn:
-            seen = await conn.execute(mark_seen(self._db.dialect), seen_params(dedupe_key))
-            if not seen.rowcount:
+        seen, seen_with = mark_seen(self._db.dialect), seen_params(dedupe_key)
+        insert, params = self._insert(msg, session_key, agent_id, running and owned, owned)
+
+        def accept(conn: Connection) -> int | None:
+            if not conn.execute(seen, seen_with).rowcount:
                 return None
-            result = await conn.execute(
-                *self._insert(msg, session_key, agent_id, running and owned, owned)
-            )
-            return int(result.scalar_one())
+            return int(conn.execute(insert, params).scalar_one())
+
+        return await self._db.run_write(accept, urgent=True)
 
     async def start(self, entry_id: int) -> bool:
         """``running``, owned by this process under a lease. False when another process has
@@ -388,11 +390,8 @@ class SqlInbox:
         :data:`INCREMENT` (the column plus one, in SQL)."""
         params = {k: v for k, v in values.items() if v is not INCREMENT}
         statement = _update_entry(tuple(k for k, v in values.items() if v is INCREMENT))
-        async with self._db.write_connection() as conn:
-            result = await conn.execute(
-                statement, {**params, "entry_id": entry_id, "me": self.owner}
-            )
-        changed: int = result.rowcount
+        params.update(entry_id=entry_id, me=self.owner)
+        changed = await self._db.run_write(lambda conn: conn.execute(statement, params).rowcount)
         return changed > 0
 
 

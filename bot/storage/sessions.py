@@ -8,7 +8,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from sqlalchemy import Executable, Row, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, Executable, Row, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core.messages import Message, SessionHistory, ToolCall, Usage
@@ -97,10 +97,14 @@ class SqlSessionStore:
             "compaction_count": 0,
         }
         rows = [_to_row(session_key, run_id, m, now) for m in messages]
-        async with self._db.write_connection() as conn:
-            await conn.execute(_upsert_session(self._db.dialect), session)
+        upsert = _upsert_session(self._db.dialect)
+
+        def append(conn: Connection) -> None:
+            conn.execute(upsert, session)
             if rows:
-                await conn.execute(_INSERT_MESSAGE, rows)
+                conn.execute(_INSERT_MESSAGE, rows)
+
+        await self._db.run_write(append)
         log.debug("storage.run_appended", session_key=session_key, run_id=run_id, count=len(rows))
 
     async def get_session(self, session_key: str) -> SessionInfo | None:

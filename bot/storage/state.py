@@ -35,8 +35,8 @@ class SqlChannelState:
 
     async def set(self, channel: str, key: str, value: str) -> None:
         params = {"channel": channel, "key": key, "value": value, "updated_at": utcnow()}
-        async with self._db.write_connection() as conn:
-            await conn.execute(_set_state(self._db.dialect), params)
+        statement = _set_state(self._db.dialect)
+        await self._db.run_write(lambda conn: conn.execute(statement, params).close())
 
 
 class SqlDedupeStore:
@@ -52,9 +52,10 @@ class SqlDedupeStore:
     async def seen(self, key: str) -> bool:
         """Record ``key``; True if it was already recorded. Atomic across processes."""
         # Urgent: commands and adapters' update keys are recorded before the platform's ack.
-        async with self._db.write_connection(urgent=True) as conn:
-            result = await conn.execute(mark_seen(self._db.dialect), seen_params(key))
-        inserted: int = result.rowcount
+        statement, params = mark_seen(self._db.dialect), seen_params(key)
+        inserted = await self._db.run_write(
+            lambda conn: conn.execute(statement, params).rowcount, urgent=True
+        )
         return inserted == 0
 
     async def forget(self, key: str) -> None:

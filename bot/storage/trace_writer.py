@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from sqlalchemy import bindparam, delete, insert
+from sqlalchemy import Connection, bindparam, delete, insert
 from sqlalchemy.exc import IntegrityError
 
 from bot.storage._sql import table_of
@@ -118,13 +118,17 @@ class TraceWriter:
     async def _write(self, batch: list[TraceRows], *, replace: bool = False) -> None:
         again = [{"old_id": r.id} for r in batch if replace or r.id in self._written]
         spans = [span for rows in batch for span in rows.spans]
-        async with self._db.write_connection() as conn:
+        traces = [rows.trace for rows in batch]
+
+        def write(conn: Connection) -> None:
             if again:  # saved before (a retry): replaced, not duplicated
-                await conn.execute(_DELETE_SPANS, again)
-                await conn.execute(_DELETE_TRACE, again)
-            await conn.execute(_INSERT_TRACE, [rows.trace for rows in batch])
+                conn.execute(_DELETE_SPANS, again)
+                conn.execute(_DELETE_TRACE, again)
+            conn.execute(_INSERT_TRACE, traces)
             if spans:  # after the traces they reference
-                await conn.execute(_INSERT_SPAN, spans)
+                conn.execute(_INSERT_SPAN, spans)
+
+        await self._db.run_write(write)
         for rows in batch:
             self._written[rows.id] = None
             self._written.move_to_end(rows.id)

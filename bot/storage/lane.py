@@ -1,0 +1,66 @@
+"""SQLite write transactions run whole on a thread of their own: one hop from the event loop.
+
+Through the async engine, every statement is three or four round trips to aiosqlite's thread
+(execute, fetch, close; then the commit), each behind a greenlet switch in SQLAlchemy's async
+layer. A reply's writes are small transactions of one or two prebuilt statements, so those hops
+were most of their cost: ~1 ms of CPU per transaction, against ~0.27 ms for the same
+transaction run whole by SQLAlchemy's sync engine on this thread (docs/performance.md, round 5).
+
+The lane's engine opens the same file with the same pragmas as the async one. Transactions on
+it are still taken in turn with all other writes (``writer.py``); reads stay on the async
+engine (WAL lets them run beside the writer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, create_engine, event
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from bot.storage._sql import dump_json
+
+T = TypeVar("T")
+
+
+class SqliteLane:
+    """One thread, one connection, whole transactions."""
+
+    def __init__(self, url: URL, on_connect: Callable[[Any, ConnectionPoolEntry], None]) -> None:
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writes")
+        self._engine = create_engine(
+            url.set(drivername="sqlite"),
+            # The connection is opened on the lane's thread and only used there; the flag lets
+            # close() dispose of it from whichever thread shuts the process down.
+            connect_args={"check_same_thread": False},
+            poolclass=StaticPool,
+            json_serializer=dump_json,
+        )
+        event.listen(self._engine, "connect", on_connect)
+
+    async def run(self, work: Callable[[Connection], T]) -> T:
+        """``work`` in one transaction on the lane's thread: committed when it returns, rolled
+        back when it raises.
+
+        A caller cancelled meanwhile still waits for the transaction to end before the
+        cancellation goes on, so the writer slot it holds is never given to the next writer
+        while this one is still running (the transaction commits or fails by itself).
+        """
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self._transaction, work)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            await asyncio.wait([future])
+            raise
+
+    def _transaction(self, work: Callable[[Connection], T]) -> T:
+        with self._engine.begin() as conn:
+            return work(conn)
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._engine.dispose)
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,87 @@
+"""``Database.run_write``: a write transaction run whole, on a SQLite file in one hop to the
+lane's thread (bot/storage/lane.py), on Postgres and in-memory SQLite through the async engine."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, text
+
+from bot.storage import Database, open_database
+from bot.storage.state import SqlChannelState
+
+
+def _put(key: str, value: str) -> Callable[[Connection], str]:
+    def work(conn: Connection) -> str:
+        conn.execute(
+            text(
+                "INSERT INTO channel_state (channel, key, value, updated_at) "
+                "VALUES ('t', :key, :value, CURRENT_TIMESTAMP)"
+            ),
+            {"key": key, "value": value},
+        )
+        return threading.current_thread().name
+
+    return work
+
+
+async def test_it_commits_what_the_work_wrote_and_returns_its_value(db: Database) -> None:
+    thread = await db.run_write(_put("k", "v"))
+    assert await SqlChannelState(db).get("t", "k") == "v"
+    if db.dialect == "sqlite":  # a file: the lane's thread, not the event loop's
+        assert thread.startswith("sqlite-writes")
+
+
+async def test_a_failing_work_writes_nothing(db: Database) -> None:
+    def half_then_fail(conn: Connection) -> None:
+        _put("half", "v")(conn)
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await db.run_write(half_then_fail)
+    assert await SqlChannelState(db).get("t", "half") is None
+    await db.run_write(_put("half", "w"))  # the lane still works
+    assert await SqlChannelState(db).get("t", "half") == "w"
+
+
+async def test_a_cancelled_caller_keeps_the_writer_slot_until_its_transaction_ends(
+    tmp_path: Path,
+) -> None:
+    order: list[str] = []
+
+    def slow(conn: Connection) -> None:
+        order.append("slow started")
+        _put("slow", "v")(conn)
+        time.sleep(0.3)
+        order.append("slow ended")
+
+    def next_one(conn: Connection) -> None:
+        order.append("next started")
+        _put("next", "v")(conn)
+
+    async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
+        first = asyncio.create_task(db.run_write(slow))
+        while not order:
+            await asyncio.sleep(0.01)
+        second = asyncio.create_task(db.run_write(next_one))
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert order == ["slow started", "slow ended"]  # the cancel waited for the thread
+        await second
+        assert order[-1] == "next started"
+        state = SqlChannelState(db)
+        # the transaction was past the point of no return: it committed by itself
+        assert await state.get("t", "slow") == "v" and await state.get("t", "next") == "v"
+
+
+async def test_in_memory_sqlite_writes_through_its_one_shared_connection() -> None:
+    async with await open_database("sqlite+aiosqlite://") as db:
+        thread = await db.run_write(_put("k", "v"))
+        assert thread == threading.current_thread().name  # the async engine's greenlet
+        assert await SqlChannelState(db).get("t", "k") == "v"
