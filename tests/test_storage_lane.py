@@ -37,6 +37,19 @@ async def test_it_commits_what_the_work_wrote_and_returns_its_value(db: Database
         assert thread.startswith("sqlite-writes")
 
 
+async def test_reads_see_what_was_committed_and_run_on_their_own_lane(db: Database) -> None:
+    def read(conn: Connection) -> tuple[str | None, str]:
+        value = conn.scalar(text("SELECT value FROM channel_state WHERE key = 'k'"))
+        return value, threading.current_thread().name
+
+    assert (await db.run_read(read))[0] is None
+    await db.run_write(_put("k", "v"))
+    value, thread = await db.run_read(read)
+    assert value == "v"
+    if db.dialect == "sqlite":
+        assert thread.startswith("sqlite-reads")
+
+
 async def test_a_failing_work_writes_nothing(db: Database) -> None:
     def half_then_fail(conn: Connection) -> None:
         _put("half", "v")(conn)

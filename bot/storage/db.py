@@ -67,14 +67,17 @@ class Database:
         self,
         engine: AsyncEngine,
         sessionmaker: async_sessionmaker[AsyncSession],
-        lane: SqliteLane | None = None,
+        lanes: tuple[SqliteLane, SqliteLane] | None = None,
     ) -> None:
         self.engine = engine
         self.sessionmaker = sessionmaker
         # SQLite: one writer at a time, queued in the event loop (see writer.py). Readers are
         # not queued (WAL). Postgres takes concurrent writers itself.
-        self._writer = WriterQueue() if engine.dialect.name == "sqlite" else None
-        self._lane = lane  # SQLite in a file: run_write's transactions (lane.py)
+        self._dialect = engine.dialect.name
+        self._writer = WriterQueue() if self._dialect == "sqlite" else None
+        # SQLite in a file: run_write's transactions and run_read's reads (lane.py)
+        self._lane: SqliteLane | None = lanes[0] if lanes else None
+        self._reads: SqliteLane | None = lanes[1] if lanes else None
         self.checkpoints = (
             WalCheckpoints(engine, self._writer) if self._writer is not None else None
         )
@@ -122,6 +125,14 @@ class Database:
         self._wrote()
         return result
 
+    async def run_read(self, work: Callable[[Connection], T]) -> T:
+        """``work`` with a connection, for the reply path's reads: on a SQLite file in one hop
+        to the read lane's thread (``lane.py``), elsewhere through the async engine."""
+        if self._reads is not None:
+            return await self._reads.read(work)
+        async with self.engine.connect() as conn:
+            return await conn.run_sync(work)
+
     def _wrote(self) -> None:
         if self.checkpoints is not None:
             self.checkpoints.wrote()
@@ -129,7 +140,7 @@ class Database:
     @property
     def dialect(self) -> str:
         """``"sqlite"`` or ``"postgresql"``: picks dialect-specific upserts."""
-        return self.engine.dialect.name
+        return self._dialect
 
     @property
     def safe_url(self) -> str:
@@ -139,8 +150,9 @@ class Database:
         await self.trace_writer.flush()
         if self.checkpoints is not None:
             await self.checkpoints.aclose()
-        if self._lane is not None:
-            await self._lane.close()
+        for lane in (self._lane, self._reads):
+            if lane is not None:
+                await lane.close()
         await self.engine.dispose()
 
     async def __aenter__(self) -> Database:
@@ -186,10 +198,13 @@ async def open_database(url: str = DEFAULT_DATABASE_URL, *, schema: str | None =
     except Exception as exc:  # unreachable server, bad credentials, unknown revision, ...
         await engine.dispose()
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
-    lane = None
+    lanes = None
     if engine.dialect.name == "sqlite" and not _is_sqlite_memory(parsed):
-        lane = SqliteLane(parsed, _sqlite_pragmas)
-    db = Database(engine, async_sessionmaker(engine, expire_on_commit=False), lane)
+        lanes = (
+            SqliteLane(parsed, _sqlite_pragmas, "writes"),
+            SqliteLane(parsed, _sqlite_pragmas, "reads"),
+        )
+    db = Database(engine, async_sessionmaker(engine, expire_on_commit=False), lanes)
     log.info("storage.opened", url=db.safe_url, dialect=db.dialect, schema=schema)
     return db
 

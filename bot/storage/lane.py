@@ -1,4 +1,4 @@
-"""SQLite write transactions run whole on a thread of their own: one hop from the event loop.
+"""SQLite work run whole on a thread of its own: one hop from the event loop.
 
 Through the async engine, every statement is three or four round trips to aiosqlite's thread
 (execute, fetch, close; then the commit), each behind a greenlet switch in SQLAlchemy's async
@@ -6,9 +6,9 @@ layer. A reply's writes are small transactions of one or two prebuilt statements
 were most of their cost: ~1 ms of CPU per transaction, against ~0.27 ms for the same
 transaction run whole by SQLAlchemy's sync engine on this thread (docs/performance.md, round 5).
 
-The lane's engine opens the same file with the same pragmas as the async one. Transactions on
-it are still taken in turn with all other writes (``writer.py``); reads stay on the async
-engine (WAL lets them run beside the writer).
+A lane's engine opens the same file with the same pragmas as the async one. A database has two
+(``db.py``): one for write transactions, still taken in turn with all other writes
+(``writer.py``), and one for the reply path's reads, which WAL lets run beside the writer.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ T = TypeVar("T")
 
 
 class SqliteLane:
-    """One thread, one connection, whole transactions."""
+    """One thread, one connection; work runs there whole."""
 
-    def __init__(self, url: URL, on_connect: Callable[[Any, ConnectionPoolEntry], None]) -> None:
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writes")
+    def __init__(
+        self, url: URL, on_connect: Callable[[Any, ConnectionPoolEntry], None], name: str
+    ) -> None:
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"sqlite-{name}")
         self._engine = create_engine(
             url.set(drivername="sqlite"),
             # The connection is opened on the lane's thread and only used there; the flag lets
@@ -41,6 +43,16 @@ class SqliteLane:
             json_serializer=dump_json,
         )
         event.listen(self._engine, "connect", on_connect)
+
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        """``work`` with the lane's connection, on its thread (no transaction of its own)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._connected, work
+        )
+
+    def _connected(self, work: Callable[[Connection], T]) -> T:
+        with self._engine.connect() as conn:
+            return work(conn)
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """``work`` in one transaction on the lane's thread: committed when it returns, rolled

@@ -59,10 +59,14 @@ class SqlSessionStore:
 
     async def load_history(self, session_key: str) -> SessionHistory:
         # Columns through a plain connection, not ORM objects: read before every run.
-        async with self._db.engine.connect() as conn:
-            summary = await conn.scalar(_SUMMARY, {"key": session_key})
-            rows = await conn.execute(_HISTORY, {"key": session_key})
+        params = {"key": session_key}
+
+        def read(conn: Connection) -> SessionHistory:
+            summary = conn.scalar(_SUMMARY, params)
+            rows = conn.execute(_HISTORY, params)
             return SessionHistory(messages=[_to_message(r) for r in rows], summary=summary)
+
+        return await self._db.run_read(read)
 
     async def append_run(
         self,
