@@ -221,8 +221,10 @@ def print_samples(path: Path, replies: int, cpu_ms: float) -> None:
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames = stack.split(";")
-        if frames[-1].endswith("selectors.py:select"):
-            continue  # idle: the event loop waits for I/O
+        if frames[-1].endswith(("selectors.py:select", "runners.py:run")):
+            # idle: the event loop waits for I/O. Under uvloop the loop is C code, so a stack
+            # that ends at asyncio.run is idle or in uvloop itself: neither is counted.
+            continue
         stacks.append((frames, int(count)))
     busy = sum(count for _, count in stacks) or 1
     leaf: dict[str, int] = {}
