@@ -1,6 +1,7 @@
 """Opening the database: engine, session factory and schema migrations at start-up.
 
-The same code runs on SQLite (aiosqlite, the default) and Postgres (asyncpg).
+The same code runs on SQLite (aiosqlite, the default) and Postgres (asyncpg). On a SQLite file,
+the reply path's transactions and reads also have lanes of their own (``lane.py``).
 """
 
 from __future__ import annotations
