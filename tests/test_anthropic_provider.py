@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from agent_core import (
@@ -82,6 +83,18 @@ class TestWireFormat:
         finally:
             await p.aclose()
         assert response.content == "echo: x"
+
+    async def test_passed_in_session_is_not_closed(self, api: FakeAnthropic) -> None:
+        async with aiohttp.ClientSession() as session:
+            p = AnthropicProvider(api.base_url, KEY, session=session)
+            await p.complete(ask(stream=False))
+            await p.aclose()
+            assert not session.closed
+
+        own = AnthropicProvider(api.base_url, KEY)
+        await own.complete(ask())  # its own session is made on first use, in the running loop
+        await own.aclose()
+        assert own._session is not None and own._session.closed
 
     async def test_tool_results_are_merged_into_one_user_message(
         self, api: FakeAnthropic, provider: AnthropicProvider

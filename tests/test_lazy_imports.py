@@ -86,7 +86,7 @@ def test_the_http_app_without_admin_token_does_not_import_the_dashboard(tmp_path
 def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anthropic(
     tmp_path: Path,
 ) -> None:
-    # Redis only with redis.url; the Anthropic provider (and httpx-sse) only when configured;
+    # Redis only with redis.url; the Anthropic provider only when configured;
     # tiktoken only when a conversation grows near a threshold (tests/test_tokens_deferred.py).
     modules = _imported_after(
         """

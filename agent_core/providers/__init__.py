@@ -1,7 +1,7 @@
 """LLM providers behind one protocol.
 
 ``AnthropicProvider`` is imported on first use: a deployment on an OpenAI-compatible model
-never loads it (nor httpx-sse).
+never loads it.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -19,19 +19,28 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import structlog
-from httpx_sse import EventSource
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
-from agent_core.providers.openai_compat import parse_retry_after
+from agent_core.providers.sse import aiter_sse
+from agent_core.providers.transport import (
+    DeltaHandlerFailed,
+    decode_text,
+    encode_json,
+    env_proxy,
+    new_session,
+    parse_retry_after,
+    translate_errors,
+)
+
+if TYPE_CHECKING:  # imported with the first session, as for the OpenAI-compatible provider
+    import aiohttp
 
 log = structlog.get_logger(__name__)
 
@@ -57,7 +66,7 @@ class AnthropicProvider:
         connect_timeout: float = 10.0,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,
-        client: httpx.AsyncClient | None = None,
+        session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.name = name
         base = base_url.rstrip("/")
@@ -72,18 +81,25 @@ class AnthropicProvider:
         }
         if api_key:
             self._headers["x-api-key"] = api_key
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout, connect=connect_timeout)
-        )
+        self._stream_headers = {**self._headers, "accept": "text/event-stream"}
+        self._timeouts = (timeout, connect_timeout)
+        self._proxy = env_proxy(self._url) if session is None else None
+        self._owns_session = session is None
+        self._session = session  # our own is made on first use: aiohttp wants a running loop
         self._thinking: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = new_session(*self._timeouts, self._proxy)
+        return self._session
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(name={self.name!r}, url={self._url!r})"
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        """Close the HTTP session, but only if we created it (a passed-in one is the caller's)."""
+        if self._owns_session and self._session is not None:
+            await self._session.close()
 
     async def complete(
         self, request: ModelRequest, on_delta: DeltaHandler | None = None
@@ -91,12 +107,12 @@ class AnthropicProvider:
         body = self.build_body(request)
         started = time.monotonic()
         try:
-            with self._translate_errors():
+            with translate_errors(self.name, self._redact):
                 if request.stream:
                     response, blocks = await self._complete_streaming(body, on_delta)
                 else:
                     response, blocks = await self._complete_once(body)
-        except _DeltaHandlerFailed as exc:
+        except DeltaHandlerFailed as exc:
             raise exc.original from None
         except ProviderError as exc:
             log.warning(
@@ -192,63 +208,55 @@ class AnthropicProvider:
     async def _complete_once(
         self, body: dict[str, Any]
     ) -> tuple[ModelResponse, list[dict[str, Any]]]:
-        resp = await self._client.post(self._url, json=body, headers=self._headers)
-        if resp.status_code >= 400:
-            raise self._status_error(resp)
-        return parse_message(self._json(resp.text))
+        async with self._client().post(
+            self._url, data=encode_json(body), headers=self._headers, allow_redirects=False
+        ) as resp:
+            text = decode_text(await resp.read(), resp.charset)
+            if resp.status >= 400:
+                raise self._status_error(resp.status, resp.reason, resp.headers, text)
+        return parse_message(self._json(text))
 
     async def _complete_streaming(
         self, body: dict[str, Any], on_delta: DeltaHandler | None
     ) -> tuple[ModelResponse, list[dict[str, Any]]]:
-        headers = {**self._headers, "accept": "text/event-stream"}
-        async with self._client.stream("POST", self._url, json=body, headers=headers) as resp:
-            if resp.status_code >= 400:
-                await resp.aread()
-                raise self._status_error(resp)
-            if "text/event-stream" not in resp.headers.get("content-type", ""):
-                await resp.aread()
-                return parse_message(self._json(resp.text))
+        async with self._client().post(
+            self._url, data=encode_json(body), headers=self._stream_headers, allow_redirects=False
+        ) as resp:
+            if resp.status >= 400:
+                text = decode_text(await resp.read(), resp.charset)
+                raise self._status_error(resp.status, resp.reason, resp.headers, text)
+            if "text/event-stream" not in resp.headers.get("Content-Type", ""):
+                return parse_message(self._json(decode_text(await resp.read(), resp.charset)))
             assembler = _StreamAssembler()
-            async for event in EventSource(resp).aiter_sse():
+            async for event in aiter_sse(resp.content.iter_any()):
                 if not event.data.strip():
                     continue
-                payload = json.loads(event.data)
-                if payload.get("type") == "error" or event.event == "error":
+                payload = self._json(event.data)  # an ``error`` payload is raised here
+                if event.event == "error":
                     raise self._stream_error(payload)
                 for delta in assembler.feed(payload):
                     if on_delta is not None:
                         try:
                             await on_delta(delta)
                         except Exception as exc:
-                            raise _DeltaHandlerFailed(exc) from exc
+                            raise DeltaHandlerFailed(exc) from exc
                 if assembler.done:
                     break
             return assembler.finish()
 
     # -- errors ------------------------------------------------------------------------------
 
-    @contextmanager
-    def _translate_errors(self) -> Iterator[None]:
+    def _status_error(
+        self, status: int, reason: str | None, headers: Mapping[str, str], text: str
+    ) -> ProviderError:
         try:
-            yield
-        except httpx.TimeoutException as exc:
-            raise ProviderTimeout(f"{self.name}: request timed out ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
-            reason = self._redact(str(exc)) or type(exc).__name__
-            raise ProviderUnavailable(f"{self.name}: connection failed: {reason}") from exc
-        except (AttributeError, TypeError, ValueError, KeyError) as exc:
-            raise ProviderError(f"{self.name}: malformed response: {exc}") from exc
-
-    def _status_error(self, response: httpx.Response) -> ProviderError:
-        status = response.status_code
-        try:
-            payload = json.loads(response.text)
+            payload = json.loads(text)
         except ValueError:
             payload = None
-        detail = _error_text(payload) or response.text.strip() or response.reason_phrase
+        detail = _error_text(payload) or text.strip() or reason or ""
         message = f"{self.name}: HTTP {status}: {self._redact(detail[:_MAX_ERROR_TEXT])}"
         if status == 429:
-            return RateLimited(message, retry_after=parse_retry_after(response.headers))
+            return RateLimited(message, retry_after=parse_retry_after(headers))
         if status >= 500:  # includes 529 overloaded
             return ProviderUnavailable(message, status_code=status)
         if status == 408:
@@ -344,12 +352,6 @@ def _error_text(payload: Any) -> str | None:
         message = payload["error"].get("message")
         return str(message) if message is not None else None
     return None
-
-
-class _DeltaHandlerFailed(Exception):
-    def __init__(self, original: Exception) -> None:
-        super().__init__(str(original))
-        self.original = original
 
 
 @dataclass

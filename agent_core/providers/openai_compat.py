@@ -22,6 +22,7 @@ from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
 from agent_core.providers.sse import aiter_sse
 from agent_core.providers.transport import (
+    DeltaHandlerFailed,
     decode_text,
     encode_json,
     env_proxy,
@@ -109,7 +110,7 @@ class OpenAICompatProvider:
                     response = await self._complete_streaming(body, on_delta)
                 else:
                     response = await self._complete_once(body)
-        except _DeltaHandlerFailed as exc:
+        except DeltaHandlerFailed as exc:
             # The caller's own failure (e.g. a channel's HTTP edit): re-raise it untranslated.
             raise exc.original from None
         except ProviderError as exc:
@@ -170,7 +171,7 @@ class OpenAICompatProvider:
                         try:
                             await on_delta(delta)
                         except Exception as exc:
-                            raise _DeltaHandlerFailed(exc) from exc
+                            raise DeltaHandlerFailed(exc) from exc
             return assembler.finish()
 
     # -- errors ------------------------------------------------------------------------------
@@ -332,14 +333,6 @@ def _error_text(payload: Any) -> str | None:
 def _fallback_call_id() -> str:
     # Some local servers omit ids, but tool results must reference one.
     return f"call_{uuid.uuid4().hex[:24]}"
-
-
-class _DeltaHandlerFailed(Exception):
-    """Carries an exception raised by ``on_delta`` past the transport error translation."""
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(str(original))
-        self.original = original
 
 
 @dataclass

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # aiohttp (and certifi) load with the first session, not at s
     import aiohttp
 
 __all__ = [
+    "DeltaHandlerFailed",
     "decode_text",
     "encode_json",
     "env_proxy",
@@ -106,9 +107,19 @@ def translate_errors(name: str, redact: Callable[[str], str]) -> Iterator[None]:
         # mid-stream), ClientOSError…
         reason = redact(str(exc)) or type(exc).__name__
         raise ProviderUnavailable(f"{name}: connection failed: {reason}") from exc
-    except (AttributeError, TypeError, ValueError) as exc:
-        # A body that is JSON but not shaped like a completion (wrong types somewhere).
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        # A body that is JSON but not shaped like a completion (wrong types somewhere, or an
+        # Anthropic stream event without its ``index``).
         raise ProviderError(f"{name}: malformed response: {exc}") from exc
+
+
+class DeltaHandlerFailed(Exception):
+    """Carries an exception raised by ``on_delta`` past :func:`translate_errors`: the caller's
+    own failure (e.g. a channel's HTTP edit) must reach it untranslated."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original))
+        self.original = original
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
