@@ -50,6 +50,26 @@ async def test_reads_see_what_was_committed_and_run_on_their_own_lane(db: Databa
         assert thread.startswith("sqlite-reads")
 
 
+async def test_a_slow_read_does_not_hold_up_the_next(tmp_path: Path) -> None:
+    done: list[str] = []
+
+    def read(name: str, seconds: float) -> Callable[[Connection], None]:
+        def work(conn: Connection) -> None:
+            conn.execute(text("SELECT 1"))
+            time.sleep(seconds)
+            done.append(name)
+
+        return work
+
+    async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
+        slow = asyncio.create_task(db.run_read(read("slow", 0.5)))
+        await asyncio.sleep(0.05)
+        await db.run_read(read("quick", 0))
+        assert done == ["quick"]  # on the other reader, while the slow one still runs
+        await slow
+        assert done == ["quick", "slow"]
+
+
 async def test_a_failing_work_writes_nothing(db: Database) -> None:
     def half_then_fail(conn: Connection) -> None:
         _put("half", "v")(conn)

@@ -203,7 +203,8 @@ async def open_database(url: str = DEFAULT_DATABASE_URL, *, schema: str | None =
     if engine.dialect.name == "sqlite" and not _is_sqlite_memory(parsed):
         lanes = (
             SqliteLane(parsed, _sqlite_pragmas, "writes"),
-            SqliteLane(parsed, _sqlite_pragmas, "reads"),
+            # Two readers: one long history does not hold up every other chat's.
+            SqliteLane(parsed, _sqlite_pragmas, "reads", threads=2),
         )
     db = Database(engine, async_sessionmaker(engine, expire_on_commit=False), lanes)
     log.info("storage.opened", url=db.safe_url, dialect=db.dialect, schema=schema)

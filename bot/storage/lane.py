@@ -1,4 +1,4 @@
-"""SQLite work run whole on a thread of its own: one hop from the event loop.
+"""SQLite work run whole on threads of its own: one hop from the event loop.
 
 Through the async engine, every statement is three or four round trips to aiosqlite's thread
 (execute, fetch, close; then the commit), each behind a greenlet switch in SQLAlchemy's async
@@ -8,7 +8,8 @@ transaction run whole by SQLAlchemy's sync engine on this thread (docs/performan
 
 A lane's engine opens the same file with the same pragmas as the async one. A database has two
 (``db.py``): one for write transactions, still taken in turn with all other writes
-(``writer.py``), and one for the reply path's reads, which WAL lets run beside the writer.
+(``writer.py``), and one with two threads for the reply path's reads, which WAL lets run beside
+the writer.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.engine import URL
-from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool, StaticPool
 
 from bot.storage._sql import dump_json
 
@@ -28,24 +29,32 @@ T = TypeVar("T")
 
 
 class SqliteLane:
-    """One thread, one connection; work runs there whole."""
+    """``threads`` threads, a connection each; work runs there whole."""
 
     def __init__(
-        self, url: URL, on_connect: Callable[[Any, ConnectionPoolEntry], None], name: str
+        self,
+        url: URL,
+        on_connect: Callable[[Any, ConnectionPoolEntry], None],
+        name: str,
+        *,
+        threads: int = 1,
     ) -> None:
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"sqlite-{name}")
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix=f"sqlite-{name}")
+        pool: dict[str, Any] = {"poolclass": StaticPool}
+        if threads > 1:  # as many connections as threads, so no two share one
+            pool = {"poolclass": QueuePool, "pool_size": threads, "max_overflow": 0}
         self._engine = create_engine(
             url.set(drivername="sqlite"),
-            # The connection is opened on the lane's thread and only used there; the flag lets
-            # close() dispose of it from whichever thread shuts the process down.
+            # Connections are opened and used on the lane's threads; the flag lets close()
+            # dispose of them from whichever thread shuts the process down.
             connect_args={"check_same_thread": False},
-            poolclass=StaticPool,
             json_serializer=dump_json,
+            **pool,
         )
         event.listen(self._engine, "connect", on_connect)
 
     async def read(self, work: Callable[[Connection], T]) -> T:
-        """``work`` with the lane's connection, on its thread (no transaction of its own)."""
+        """``work`` with a connection of the lane, on its thread (no transaction of its own)."""
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, self._connected, work
         )
