@@ -20,13 +20,12 @@ import structlog
 from agent_core.errors import ProviderError, ProviderUnavailable, RateLimited
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
-from agent_core.providers.sse import aiter_sse
 from agent_core.providers.transport import (
     DeltaHandlerFailed,
-    decode_text,
-    encode_json,
     env_proxy,
     new_session,
+    post_for_stream,
+    post_json,
     translate_errors,
 )
 from agent_core.providers.transport import parse_retry_after as parse_retry_after  # re-exported
@@ -138,28 +137,19 @@ class OpenAICompatProvider:
     # -- transport ---------------------------------------------------------------------------
 
     async def _complete_once(self, body: dict[str, Any]) -> ModelResponse:
-        async with self._client().post(
-            self._url, data=encode_json(body), headers=self._headers, allow_redirects=False
-        ) as resp:
-            text = decode_text(await resp.read(), resp.charset)
-            if resp.status >= 400:
-                raise self._status_error(resp.status, resp.reason, resp.headers, text)
+        text = await post_json(self._client(), self._url, body, self._headers, self._status_error)
         return parse_completion(self._json(text))
 
     async def _complete_streaming(
         self, body: dict[str, Any], on_delta: DeltaHandler | None
     ) -> ModelResponse:
-        async with self._client().post(
-            self._url, data=encode_json(body), headers=self._stream_headers, allow_redirects=False
-        ) as resp:
-            if resp.status >= 400:
-                text = decode_text(await resp.read(), resp.charset)
-                raise self._status_error(resp.status, resp.reason, resp.headers, text)
-            if "text/event-stream" not in resp.headers.get("Content-Type", ""):
-                # Some servers ignore ``stream: true`` and answer with one JSON body; accept it.
-                return parse_completion(self._json(decode_text(await resp.read(), resp.charset)))
+        async with post_for_stream(
+            self._client(), self._url, body, self._stream_headers, self._status_error
+        ) as events:
+            if isinstance(events, str):  # one JSON body after all
+                return parse_completion(self._json(events))
             assembler = _StreamAssembler()
-            async for event in aiter_sse(resp.content.iter_any()):
+            async for event in events:
                 if event.data.strip() == "[DONE]":
                     assembler.done = True
                     break

@@ -16,12 +16,13 @@ import ssl
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable
+from agent_core.providers.sse import ServerSentEvent, aiter_sse
 
 if TYPE_CHECKING:  # aiohttp (and certifi) load with the first session, not at start-up
     import aiohttp
@@ -33,6 +34,8 @@ __all__ = [
     "env_proxy",
     "new_session",
     "parse_retry_after",
+    "post_for_stream",
+    "post_json",
     "translate_errors",
 ]
 
@@ -82,6 +85,54 @@ def _ssl_context() -> ssl.SSLContext:
 def encode_json(body: dict[str, Any]) -> bytes:
     """Compact UTF-8, as httpx sent it; NaN is refused (ValueError), not sent as invalid JSON."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+StatusError = Callable[[int, "str | None", Mapping[str, str], str], Exception]
+"""Builds the provider's error for an HTTP status >= 400: (status, reason, headers, body text)."""
+
+
+async def post_json(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: dict[str, Any],
+    headers: Mapping[str, str],
+    status_error: StatusError,
+) -> str:
+    """POST ``body``; the answer's text, or ``status_error(...)`` raised for HTTP >= 400."""
+    async with _post(session, url, body, headers) as resp:
+        await _raise_for_status(resp, status_error)
+        return decode_text(await resp.read(), resp.charset)
+
+
+@asynccontextmanager
+async def post_for_stream(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: dict[str, Any],
+    headers: Mapping[str, str],
+    status_error: StatusError,
+) -> AsyncIterator[AsyncIterator[ServerSentEvent] | str]:
+    """POST ``body`` asking for a stream: yields its events, or the whole answer's text when
+    the server ignored the request for a stream and sent one JSON body (some do); raises
+    ``status_error(...)`` for HTTP >= 400."""
+    async with _post(session, url, body, headers) as resp:
+        await _raise_for_status(resp, status_error)
+        if "text/event-stream" not in resp.headers.get("Content-Type", ""):
+            yield decode_text(await resp.read(), resp.charset)
+        else:
+            yield aiter_sse(resp.content.iter_any())
+
+
+def _post(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: Mapping[str, str]
+) -> Any:  # aiohttp's request context manager
+    return session.post(url, data=encode_json(body), headers=headers, allow_redirects=False)
+
+
+async def _raise_for_status(resp: aiohttp.ClientResponse, status_error: StatusError) -> None:
+    if resp.status >= 400:
+        text = decode_text(await resp.read(), resp.charset)
+        raise status_error(resp.status, resp.reason, resp.headers, text)
 
 
 def decode_text(body: bytes, charset: str | None) -> str:
