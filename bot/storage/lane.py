@@ -1,10 +1,11 @@
-"""SQLite work run whole on threads of its own: one hop from the event loop.
+"""SQLite work run whole on threads of their own: one hop from the event loop.
 
 Through the async engine, every statement is three or four round trips to aiosqlite's thread
 (execute, fetch, close; then the commit), each behind a greenlet switch in SQLAlchemy's async
 layer. A reply's writes are small transactions of one or two prebuilt statements, so those hops
 were most of their cost: ~1 ms of CPU per transaction, against ~0.27 ms for the same
-transaction run whole by SQLAlchemy's sync engine on this thread (docs/performance.md, round 5).
+transaction run whole by SQLAlchemy's sync engine on a thread of its own (docs/performance.md,
+round 5).
 
 A lane's engine opens the same file with the same pragmas as the async one. A database has two
 (``db.py``): one for write transactions, still taken in turn with all other writes
