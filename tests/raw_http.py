@@ -53,6 +53,16 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return head
 
 
+def sends(data: bytes) -> Handler:
+    """A handler that writes ``data`` and hangs up: a canned response, whole or cut short."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(data)
+        await writer.drain()
+
+    return handler
+
+
 def http_response(status: bytes, content_type: bytes, body: bytes) -> bytes:
     head = b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
     return head % (status, content_type, len(body)) + body

@@ -20,7 +20,7 @@ from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailabl
 from agent_core.providers import AnthropicProvider, Delta, ModelRequest
 from tests import provider_support
 from tests.provider_support import Collector
-from tests.raw_http import Handler, http_response, raw_server, read_request
+from tests.raw_http import Handler, http_response, raw_server, read_request, sends
 
 KEY = "sk-ant-test-abcdef0123456789"
 SSE_HEAD = (
@@ -75,9 +75,8 @@ async def answering(answer: Handler) -> AsyncIterator[AnthropicProvider]:
 
 
 async def test_server_hanging_up_mid_stream_is_unavailable() -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(SSE_HEAD + http_chunk(START + text_delta("partial")))
-        await writer.drain()  # then close without the terminating chunk
+    # then close without the terminating chunk
+    answer = sends(SSE_HEAD + http_chunk(START + text_delta("partial")))
 
     collector = Collector()
     async with answering(answer) as provider:
@@ -91,9 +90,7 @@ async def test_server_hanging_up_mid_stream_is_unavailable() -> None:
 
 
 async def test_clean_end_without_message_stop_is_unavailable() -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(SSE_HEAD + http_chunk(START + text_delta("partial")) + LAST_CHUNK)
-        await writer.drain()
+    answer = sends(SSE_HEAD + http_chunk(START + text_delta("partial")) + LAST_CHUNK)
 
     async with answering(answer) as provider:
         with pytest.raises(ProviderUnavailable, match="no message_stop") as info:
@@ -196,9 +193,7 @@ async def test_crlf_pings_and_split_chunks_are_parsed() -> None:
 
 
 async def test_delta_handler_errors_are_not_translated() -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(SSE_HEAD + http_chunk(START + text_delta("x") + END) + LAST_CHUNK)
-        await writer.drain()
+    answer = sends(SSE_HEAD + http_chunk(START + text_delta("x") + END) + LAST_CHUNK)
 
     async def broken(delta: Delta) -> None:
         raise RuntimeError("channel edit failed")
@@ -212,9 +207,7 @@ async def test_delta_handler_errors_are_not_translated() -> None:
 async def test_html_error_page_is_unavailable(stream: bool) -> None:
     page = b"<html><body>502 Bad Gateway</body></html>"
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(http_response(b"502 Bad Gateway", b"text/html", page))
-        await writer.drain()
+    answer = sends(http_response(b"502 Bad Gateway", b"text/html", page))
 
     async with answering(answer) as provider:
         with pytest.raises(ProviderUnavailable) as info:
@@ -227,9 +220,7 @@ async def test_html_error_page_is_unavailable(stream: bool) -> None:
 async def test_408_is_a_timeout() -> None:
     body = json.dumps({"type": "error", "error": {"type": "timeout", "message": "too slow"}})
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(http_response(b"408 Request Timeout", b"application/json", body.encode()))
-        await writer.drain()
+    answer = sends(http_response(b"408 Request Timeout", b"application/json", body.encode()))
 
     async with answering(answer) as provider:
         with pytest.raises(ProviderTimeout, match="HTTP 408: too slow") as info:
@@ -248,9 +239,7 @@ async def test_json_answer_to_a_stream_request_is_accepted() -> None:
         }
     ).encode()
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(http_response(b"200 OK", b"application/json", body))
-        await writer.drain()
+    answer = sends(http_response(b"200 OK", b"application/json", body))
 
     async with answering(answer) as provider:
         response = await provider.complete(ask(stream=True))

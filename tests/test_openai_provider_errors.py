@@ -24,7 +24,7 @@ from agent_core.providers import Delta, OpenAICompatProvider
 from agent_core.providers.openai_compat import parse_retry_after
 from tests.fakes.llm_server import FakeLLM, delay, error, stream_error, text
 from tests.provider_support import API_KEY, Collector, ask
-from tests.raw_http import Handler, http_response, raw_server, read_request
+from tests.raw_http import Handler, http_response, raw_server, read_request, sends
 
 
 @pytest.fixture
@@ -230,9 +230,8 @@ async def answering(answer: Handler) -> AsyncIterator[str]:
 
 
 async def test_server_hanging_up_mid_stream_is_unavailable() -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(SSE_HEAD + http_chunk(sse_text("partial")))
-        await writer.drain()  # then close without the terminating chunk
+    # then close without the terminating chunk
+    answer = sends(SSE_HEAD + http_chunk(sse_text("partial")))
 
     collector = Collector()
     async with answering(answer) as url:
@@ -319,9 +318,7 @@ async def test_crlf_comments_and_split_chunks_are_parsed() -> None:
 async def test_html_error_page_is_unavailable(stream: bool) -> None:
     page = b"<html><body>502 Bad Gateway</body></html>"
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(http_response(b"502 Bad Gateway", b"text/html", page))
-        await writer.drain()
+    answer = sends(http_response(b"502 Bad Gateway", b"text/html", page))
 
     async with answering(answer) as url:
         provider = OpenAICompatProvider(url, API_KEY)
@@ -341,9 +338,7 @@ async def test_json_answer_to_a_stream_request_is_accepted() -> None:
         {"choices": [{"index": 0, "message": {"content": "whole"}, "finish_reason": "stop"}]}
     ).encode()
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(http_response(b"200 OK", b"application/json", body))
-        await writer.drain()
+    answer = sends(http_response(b"200 OK", b"application/json", body))
 
     async with answering(answer) as url:
         provider = OpenAICompatProvider(url, API_KEY)
