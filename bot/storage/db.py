@@ -100,8 +100,9 @@ class Database:
 
     @asynccontextmanager
     async def write_connection(self, *, urgent: bool = False) -> AsyncIterator[AsyncConnection]:
-        """Like :meth:`write` without the ORM session: for single hot-path statements, where
-        the session's bookkeeping would cost more than the statement itself."""
+        """Like :meth:`write` without the ORM session. A transaction that is a plain function of
+        its connection goes through :meth:`run_write` instead (one hop on SQLite); this is for
+        the ones written as async code (the team tasks' locked read-modify-writes)."""
         if self._writer is None:
             async with self.engine.begin() as conn:
                 yield conn

@@ -154,13 +154,12 @@ class SqlInbox:
         """Whether this process still holds the entry (extending its lease): asked before an
         answer goes out when several processes share the inbox, so a process that lost its
         lease while the model was answering does not send what the new holder sends too."""
-        async with self._db.write_connection() as conn:
-            result = await conn.execute(
-                update(InboxRow)
-                .where(InboxRow.id == entry_id, InboxRow.owner == self.owner)
-                .values(lease_until=utcnow() + self.lease)
-            )
-        confirmed: int = result.rowcount
+        statement = (
+            update(InboxRow)
+            .where(InboxRow.id == entry_id, InboxRow.owner == self.owner)
+            .values(lease_until=utcnow() + self.lease)
+        )
+        confirmed = await self._db.run_write(lambda conn: conn.execute(statement).rowcount)
         return confirmed > 0
 
     async def add_part(
@@ -206,33 +205,32 @@ class SqlInbox:
     async def release(self, entry_id: int, reason: str) -> None:
         """Give an unfinished entry back (shutdown): the next process runs it again.
         An entry that ended meanwhile stays ended."""
-        async with self._db.write_connection() as conn:
-            await conn.execute(
-                update(InboxRow)
-                .where(
-                    InboxRow.id == entry_id,
-                    InboxRow.state.in_([s.value for s in PENDING]),
-                    self._mine_or_free(),
-                )
-                .values(
-                    state=InboxState.QUEUED.value,
-                    reason=reason,
-                    owner=None,
-                    lease_until=None,
-                    updated_at=utcnow(),
-                )
+        statement = (
+            update(InboxRow)
+            .where(
+                InboxRow.id == entry_id,
+                InboxRow.state.in_([s.value for s in PENDING]),
+                self._mine_or_free(),
             )
+            .values(
+                state=InboxState.QUEUED.value,
+                reason=reason,
+                owner=None,
+                lease_until=None,
+                updated_at=utcnow(),
+            )
+        )
+        await self._db.run_write(lambda conn: conn.execute(statement).close())
 
     async def release_queued(self) -> int:
         """Give back what this process holds but never started (a clean stop of one process
         of several): the others claim it at once instead of after the lease."""
-        async with self._db.write_connection() as conn:
-            result = await conn.execute(
-                update(InboxRow)
-                .where(InboxRow.owner == self.owner, InboxRow.state == InboxState.QUEUED.value)
-                .values(owner=None, lease_until=None, updated_at=utcnow())
-            )
-        released: int = result.rowcount
+        statement = (
+            update(InboxRow)
+            .where(InboxRow.owner == self.owner, InboxRow.state == InboxState.QUEUED.value)
+            .values(owner=None, lease_until=None, updated_at=utcnow())
+        )
+        released: int = await self._db.run_write(lambda conn: conn.execute(statement).rowcount)
         return released
 
     async def take_over(self, *, all_owners: bool = True) -> list[InboxEntry]:
