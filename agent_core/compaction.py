@@ -213,8 +213,14 @@ class Compactor:
     def should_compact(self, message_count: int, tokens: int, context_window: int) -> bool:
         if not self.settings.enabled:
             return False
-        by_count = message_count > self.settings.min_messages
-        return by_count or tokens > context_window * self.settings.trigger_share
+        return (
+            self.too_many_messages(message_count)
+            or tokens > context_window * self.settings.trigger_share
+        )
+
+    def too_many_messages(self, message_count: int) -> bool:
+        """Compaction is due by the message count alone (no tokens need counting)."""
+        return self.settings.enabled and message_count > self.settings.min_messages
 
     @property
     def pending(self) -> bool:

@@ -209,8 +209,8 @@ class ContextBudget:
     async def _should_compact(self, stored: Sequence[Message], summary: str | None) -> bool:
         """The compactor's test, counting only when the message count alone does not decide."""
         window = self.settings.context_window
-        if self.compactor.should_compact(len(stored), 0, window):
-            return True  # by message count
+        if self.compactor.too_many_messages(len(stored)):
+            return True
         deferred = self.deferred_counter()
         if not deferred.loaded:
             # should_compact grows with the tokens: no at the ceiling is no at the exact count.
