@@ -125,3 +125,47 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     assert "bot.gateway" in modules and "agent_core.context_budget" in modules
     assert not {m.split(".")[0] for m in modules} & {"redis", "tiktoken", "httpx_sse"}
     assert "agent_core.providers.anthropic" not in modules
+
+
+def test_the_telegram_channel_does_not_load_cryptography_and_leaves_it_importable(
+    tmp_path: Path,
+) -> None:
+    # python-telegram-bot loads cryptography (~6.5 MiB resident) only for Telegram Passport
+    # decryption, which Loopgate never does (channels/telegram/_ptb.py).
+    modules = _imported_after(
+        """
+        import sys
+        import channels.telegram
+        from telegram import Bot, Update
+
+        assert "cryptography" not in sys.modules
+        from telegram._passport.credentials import CRYPTO_INSTALLED
+        assert CRYPTO_INSTALLED is False
+        # An update carrying Passport data still parses and normalizes.
+        update = Update.de_json(
+            {
+                "update_id": 1,
+                "message": {
+                    "message_id": 5,
+                    "date": 1700000000,
+                    "chat": {"id": 9, "type": "private"},
+                    "from": {"id": 9, "is_bot": False, "first_name": "A"},
+                    "text": "hi",
+                    "passport_data": {
+                        "data": [],
+                        "credentials": {"data": "ZA==", "hash": "aA==", "secret": "cw=="},
+                    },
+                },
+            },
+            Bot("1:x"),
+        )
+        assert update.message.passport_data is not None
+        identity = channels.telegram.BotIdentity(id=1, username="bot")
+        inbound = channels.telegram.normalize_update(update, identity)
+        assert inbound is not None and inbound.text == "hi", inbound
+        import cryptography.hazmat.primitives.ciphers  # others may still use it
+        """,
+        tmp_path,
+    )
+    assert "telegram" in modules
+    assert "cryptography" in modules  # imported at the end, by the script itself

@@ -1,11 +1,9 @@
 """Telegram: the Bot API through python-telegram-bot, over long polling or a webhook."""
 
-import os
+# First: how python-telegram-bot is imported (settings, and what it must not load).
+from channels.telegram import _ptb  # noqa: F401
 
-# Opt in to PTB's future duration type (datetime.timedelta) now. Without it PTB 22 emits a
-# deprecation warning from inside its own RetryAfter error on every 429; our code reads both.
-os.environ.setdefault("PTB_TIMEDELTA", "true")
-
+# isort: split
 from channels.telegram.channel import TelegramChannel
 from channels.telegram.errors import translate_telegram_errors
 from channels.telegram.normalize import (
