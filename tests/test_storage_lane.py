@@ -4,6 +4,7 @@ lane's thread (bot/storage/lane.py), on Postgres and in-memory SQLite through th
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -118,3 +119,40 @@ async def test_in_memory_sqlite_writes_through_its_one_shared_connection() -> No
         thread = await db.run_write(_put("k", "v"))
         assert thread == threading.current_thread().name  # the async engine's greenlet
         assert await SqlChannelState(db).get("t", "k") == "v"
+
+
+async def test_a_lane_keeps_its_connection_and_holds_no_transaction_between_works(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "x.db"
+
+    async with await open_database(f"sqlite+aiosqlite:///{path}") as db:
+        first = await db.run_write(lambda conn: conn)
+        await db.run_write(_put("k", "v"))
+        assert await db.run_write(lambda conn: conn) is first  # no checkout per transaction
+        assert await db.run_read(lambda conn: conn.in_transaction())  # inside a read: yes
+        await db.run_read(lambda conn: conn.scalar(text("SELECT count(*) FROM channel_state")))
+        # Between works neither lane holds a transaction (a read's WAL snapshot would keep
+        # a checkpoint from finishing): a TRUNCATE checkpoint completes, and empties the WAL.
+        other = sqlite3.connect(path)
+        try:
+            busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            other.close()
+        assert busy == 0
+        assert (tmp_path / "x.db-wal").stat().st_size == 0
+
+
+async def test_a_lane_replaces_an_invalidated_connection(tmp_path: Path) -> None:
+    async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
+        await db.run_write(_put("a", "v"))
+
+        def lose_connection(conn: Connection) -> None:  # as a driver error would
+            conn.invalidate()
+            raise sqlite3.OperationalError("disk I/O error")
+
+        with pytest.raises(sqlite3.OperationalError):
+            await db.run_write(lose_connection)
+        await db.run_write(_put("b", "v"))  # on a new connection
+        state = SqlChannelState(db)
+        assert await state.get("t", "a") == "v" and await state.get("t", "b") == "v"

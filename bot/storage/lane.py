@@ -11,11 +11,16 @@ A lane's engine opens the same file with the same pragmas as the async one. A da
 (``db.py``): one for write transactions, still taken in turn with all other writes
 (``writer.py``), and one with two threads for the reply path's reads, which WAL lets run beside
 the writer.
+
+Each lane thread keeps its connection open between transactions: checking a connection out of
+the pool and back in (with its reset) for every transaction cost SQLAlchemy about as much as the
+transaction itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -53,6 +58,9 @@ class SqliteLane:
             **pool,
         )
         event.listen(self._engine, "connect", on_connect)
+        self._local = threading.local()
+        self._connections: list[Connection] = []  # every thread's, for close()
+        self._connections_lock = threading.Lock()
 
     async def read(self, work: Callable[[Connection], T]) -> T:
         """``work`` with a connection of the lane, on its thread (no transaction of its own)."""
@@ -61,8 +69,21 @@ class SqliteLane:
         )
 
     def _connected(self, work: Callable[[Connection], T]) -> T:
-        with self._engine.connect() as conn:
+        conn = self._connection()
+        with conn.begin():  # ends the read, and with it its WAL snapshot, when work returns
             return work(conn)
+
+    def _connection(self) -> Connection:
+        """This thread's connection, opened on its first use (again if it was invalidated)."""
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.invalidated:
+            if conn is not None:
+                conn.close()
+            conn = self._engine.connect()
+            self._local.conn = conn
+            with self._connections_lock:
+                self._connections = [c for c in self._connections if not c.closed] + [conn]
+        return conn
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """``work`` in one transaction on the lane's thread: committed when it returns, rolled
@@ -80,9 +101,17 @@ class SqliteLane:
             raise
 
     def _transaction(self, work: Callable[[Connection], T]) -> T:
-        with self._engine.begin() as conn:
+        conn = self._connection()
+        with conn.begin():
             return work(conn)
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._engine.dispose)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._dispose)
         self._executor.shutdown(wait=True)
+
+    def _dispose(self) -> None:
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:  # check_same_thread is off: any thread may close them
+            conn.close()
+        self._engine.dispose()
