@@ -156,3 +156,21 @@ async def test_a_lane_replaces_an_invalidated_connection(tmp_path: Path) -> None
         await db.run_write(_put("b", "v"))  # on a new connection
         state = SqlChannelState(db)
         assert await state.get("t", "a") == "v" and await state.get("t", "b") == "v"
+
+
+async def test_closing_finishes_the_work_already_handed_over(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+
+    def slow(conn: Connection) -> str:
+        time.sleep(0.2)
+        return _put("late", "v")(conn)
+
+    db = await open_database(f"sqlite+aiosqlite:///{path}")
+    pending = asyncio.create_task(db.run_write(slow))
+    await asyncio.sleep(0.05)  # handed over, still running
+    await db.aclose()
+    assert (await asyncio.wait_for(pending, 5)).startswith("sqlite-")
+    with sqlite3.connect(path) as other:
+        assert other.execute("SELECT value FROM channel_state WHERE key = 'late'").fetchone() == (
+            "v",
+        )

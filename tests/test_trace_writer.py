@@ -31,11 +31,24 @@ async def _counts(db: Database) -> tuple[int, int]:
 
 async def test_save_returns_before_the_write_and_readers_wait_for_it(db: Database) -> None:
     store = SqlTraceStore(db)
+    # Held until the counts are read: a fast lane would otherwise win the race against them.
+    written = asyncio.Event()
+    real_write = db.trace_writer._write
+
+    async def held(batch: list, **kw: bool) -> None:  # type: ignore[type-arg]
+        await written.wait()
+        await real_write(batch, **kw)
+
+    db.trace_writer._write = held  # type: ignore[method-assign]
     await store.save_trace(_trace("run-1"))
     assert db.trace_writer.queued == 1  # handed over, not written yet
     assert await _counts(db) == (0, 0)
     # Another store on the same database (the dashboard, `loopgate traces`) sees it.
-    [loaded] = await SqlTraceStore(db).recent_traces()
+    reader = asyncio.create_task(SqlTraceStore(db).recent_traces())
+    await asyncio.sleep(0.05)
+    assert not reader.done()  # it waits for the write
+    written.set()
+    [loaded] = await reader
     assert loaded.run_id == "run-1" and len(loaded.spans) == 2
     assert db.trace_writer.queued == 0
 

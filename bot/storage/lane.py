@@ -12,17 +12,20 @@ A lane's engine opens the same file with the same pragmas as the async one. A da
 (``writer.py``), and one with two threads for the reply path's reads, which WAL lets run beside
 the writer.
 
-Each lane thread keeps its connection open between transactions: checking a connection out of
-the pool and back in (with its reset) for every transaction cost SQLAlchemy about as much as the
-transaction itself.
+Each lane thread keeps its connection open between transactions (checking a connection out of
+the pool and back in, with its reset, cost SQLAlchemy about as much as the transaction itself),
+and takes its work from a plain queue and hands the result back with one
+``call_soon_threadsafe`` (``run_in_executor``'s concurrent future, its chaining callbacks and its
+coroutine-function check cost as much again as the hop itself).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, create_engine, event
@@ -33,9 +36,11 @@ from bot.storage._sql import dump_json
 
 T = TypeVar("T")
 
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[Connection], Any]]
+
 
 class SqliteLane:
-    """``threads`` threads, a connection each; work runs there whole."""
+    """``threads`` threads, a connection each; work runs there whole, in one transaction."""
 
     def __init__(
         self,
@@ -45,7 +50,6 @@ class SqliteLane:
         *,
         threads: int = 1,
     ) -> None:
-        self._executor = ThreadPoolExecutor(threads, thread_name_prefix=f"sqlite-{name}")
         pool: dict[str, Any] = {"poolclass": StaticPool}
         if threads > 1:  # as many connections as threads, so no two share one
             pool = {"poolclass": QueuePool, "pool_size": threads, "max_overflow": 0}
@@ -58,32 +62,22 @@ class SqliteLane:
             **pool,
         )
         event.listen(self._engine, "connect", on_connect)
-        self._local = threading.local()
-        self._connections: list[Connection] = []  # every thread's, for close()
-        self._connections_lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # Daemon threads: a process that never closes its database must still be able to exit
+        # (a transaction cut short by that is rolled back by SQLite).
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"sqlite-{name}_{n}", daemon=True)
+            for n in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     async def read(self, work: Callable[[Connection], T]) -> T:
-        """``work`` with a connection of the lane, on its thread (no transaction of its own)."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._connected, work
-        )
-
-    def _connected(self, work: Callable[[Connection], T]) -> T:
-        conn = self._connection()
-        with conn.begin():  # ends the read, and with it its WAL snapshot, when work returns
-            return work(conn)
-
-    def _connection(self) -> Connection:
-        """This thread's connection, opened on its first use (again if it was invalidated)."""
-        conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.invalidated:
-            if conn is not None:
-                conn.close()
-            conn = self._engine.connect()
-            self._local.conn = conn
-            with self._connections_lock:
-                self._connections = [c for c in self._connections if not c.closed] + [conn]
-        return conn
+        """``work`` with a connection of the lane, on one of its threads, in a transaction
+        ended when it returns (so no WAL snapshot outlives it). For reads: a caller cancelled
+        meanwhile does not wait for it."""
+        result: T = await self._submit(work)
+        return result
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """``work`` in one transaction on the lane's thread: committed when it returns, rolled
@@ -93,25 +87,66 @@ class SqliteLane:
         cancellation goes on, so the writer slot it holds is never given to the next writer
         while this one is still running (the transaction commits or fails by itself).
         """
-        future = asyncio.get_running_loop().run_in_executor(self._executor, self._transaction, work)
+        future = self._submit(work)
         try:
-            return await asyncio.shield(future)
+            result: T = await asyncio.shield(future)
         except asyncio.CancelledError:
             await asyncio.wait([future])
             raise
+        return result
 
-    def _transaction(self, work: Callable[[Connection], T]) -> T:
-        conn = self._connection()
-        with conn.begin():
-            return work(conn)
+    def _submit(self, work: Callable[[Connection], Any]) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._jobs.put((loop, future, work))
+        return future
+
+    def _serve(self) -> None:
+        conn: Connection | None = None
+        try:
+            while (job := self._jobs.get()) is not None:
+                loop, future, work = job
+                if conn is None or conn.invalidated:  # first use, or lost to a driver error
+                    if conn is not None:
+                        conn.close()
+                    conn = self._engine.connect()
+                try:
+                    with conn.begin():
+                        result = work(conn)
+                except BaseException as exc:  # the caller's to handle, like any await
+                    _settle_soon(loop, future, None, exc)
+                else:
+                    _settle_soon(loop, future, result, None)
+        finally:
+            if conn is not None:
+                conn.close()
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._dispose)
-        self._executor.shutdown(wait=True)
+        """Finish the work already handed over, then close every connection."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        await asyncio.to_thread(self._join_and_dispose)
 
-    def _dispose(self) -> None:
-        with self._connections_lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:  # check_same_thread is off: any thread may close them
-            conn.close()
+    def _join_and_dispose(self) -> None:
+        for thread in self._threads:
+            thread.join()
         self._engine.dispose()
+
+
+def _settle_soon(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    result: Any,
+    exc: BaseException | None,
+) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+        loop.call_soon_threadsafe(_settle, future, result, exc)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():  # its caller was cancelled (a read)
+        return
+    if exc is None:
+        future.set_result(result)
+    else:
+        future.set_exception(exc)
