@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from bot.storage import Database, open_database
+from bot.storage.lane import SqliteLane
 from bot.storage.state import SqlChannelState
 
 
@@ -174,3 +177,22 @@ async def test_closing_finishes_the_work_already_handed_over(tmp_path: Path) -> 
         assert other.execute("SELECT value FROM channel_state WHERE key = 'late'").fetchone() == (
             "v",
         )
+
+
+async def test_a_connection_that_fails_to_open_fails_that_work_only(tmp_path: Path) -> None:
+    attempts: list[int] = []
+
+    def flaky_connect(dbapi_connection: object, record: object) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise sqlite3.OperationalError("unable to open database file")
+
+    lane = SqliteLane(make_url(f"sqlite:///{tmp_path}/x.db"), flaky_connect, "t")
+    try:
+        # Through read(): a regression would leave the caller waiting, and a read's wait can
+        # be cut short (run() waits out its work); both take the same path on the thread.
+        with pytest.raises(OperationalError, match="unable to open"):
+            await asyncio.wait_for(lane.read(lambda conn: conn.scalar(text("SELECT 1"))), 5)
+        assert await asyncio.wait_for(lane.run(lambda conn: conn.scalar(text("SELECT 1"))), 5) == 1
+    finally:
+        await lane.close()

@@ -106,11 +106,12 @@ class SqliteLane:
         try:
             while (job := self._jobs.get()) is not None:
                 loop, future, work = job
-                if conn is None or conn.invalidated:  # first use, or lost to a driver error
-                    if conn is not None:
-                        conn.close()
-                    conn = self._engine.connect()
                 try:
+                    if conn is None or conn.invalidated:  # first use, or lost to a driver error
+                        if conn is not None:
+                            conn.close()
+                        conn = None
+                        conn = self._engine.connect()  # failing, it fails this work only
                     with conn.begin():
                         result = work(conn)
                 except BaseException as exc:  # the caller's to handle, like any await
