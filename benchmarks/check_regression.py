@@ -7,7 +7,8 @@ The baseline defaults to benchmarks/baseline_serve.json. Exit 1 when ``cpu_ms_pe
 more than ``--tolerance`` (default 25 %) above the baseline's; the other figures are printed
 beside their baseline for the reader, not judged (latency and throughput depend on what else
 the machine is doing; CPU per reply much less so). Not a timed test on purpose: run it where
-the baseline was measured, or refresh the baseline there.
+the baseline was measured, or refresh the baseline there. To judge one change on a machine
+whose speed drifts, compare two commits side by side instead: benchmarks/ab.py.
 """
 
 from __future__ import annotations
