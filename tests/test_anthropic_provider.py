@@ -94,7 +94,7 @@ class TestWireFormat:
         own = AnthropicProvider(api.base_url, KEY)
         await own.complete(ask())  # its own session is made on first use, in the running loop
         await own.aclose()
-        assert own._session is not None and own._session.closed
+        assert own._endpoint._session is not None and own._endpoint._session.closed
 
     async def test_tool_results_are_merged_into_one_user_message(
         self, api: FakeAnthropic, provider: AnthropicProvider

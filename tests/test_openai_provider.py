@@ -254,7 +254,7 @@ async def test_passed_in_session_is_not_closed(llm: FakeLLM) -> None:
     own = OpenAICompatProvider(llm.base_url)
     await own.complete(ask())  # its own session is made on first use, in the running loop
     await own.aclose()
-    assert own._session is not None and own._session.closed
+    assert own._endpoint._session is not None and own._endpoint._session.closed
 
 
 def test_proxy_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,11 +30,8 @@ from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
 from agent_core.providers.transport import (
     DeltaHandlerFailed,
-    env_proxy,
-    new_session,
+    JsonEndpoint,
     parse_retry_after,
-    post_for_stream,
-    post_json,
     translate_errors,
 )
 
@@ -74,31 +71,25 @@ class AnthropicProvider:
         self._api_key = api_key
         self._max_tokens = max_tokens
         self._thinking_budget = thinking_budget
-        self._headers = {
-            "content-type": "application/json",
-            "anthropic-version": ANTHROPIC_VERSION,
-        }
+        headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if api_key:
-            self._headers["x-api-key"] = api_key
-        self._stream_headers = {**self._headers, "accept": "text/event-stream"}
-        self._timeouts = (timeout, connect_timeout)
-        self._proxy = env_proxy(self._url) if session is None else None
-        self._owns_session = session is None
-        self._session = session  # our own is made on first use: aiohttp wants a running loop
+            headers["x-api-key"] = api_key
+        self._endpoint = JsonEndpoint(
+            self._url,
+            headers,
+            self._status_error,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            session=session,
+        )
         self._thinking: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = new_session(*self._timeouts, self._proxy)
-        return self._session
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(name={self.name!r}, url={self._url!r})"
 
     async def aclose(self) -> None:
         """Close the HTTP session, but only if we created it (a passed-in one is the caller's)."""
-        if self._owns_session and self._session is not None:
-            await self._session.close()
+        await self._endpoint.aclose()
 
     async def complete(
         self, request: ModelRequest, on_delta: DeltaHandler | None = None
@@ -207,15 +198,13 @@ class AnthropicProvider:
     async def _complete_once(
         self, body: dict[str, Any]
     ) -> tuple[ModelResponse, list[dict[str, Any]]]:
-        text = await post_json(self._client(), self._url, body, self._headers, self._status_error)
+        text = await self._endpoint.post_json(body)
         return parse_message(self._json(text))
 
     async def _complete_streaming(
         self, body: dict[str, Any], on_delta: DeltaHandler | None
     ) -> tuple[ModelResponse, list[dict[str, Any]]]:
-        async with post_for_stream(
-            self._client(), self._url, body, self._stream_headers, self._status_error
-        ) as events:
+        async with self._endpoint.post_for_stream(body) as events:
             if isinstance(events, str):
                 return parse_message(self._json(events))
             assembler = _StreamAssembler()

@@ -22,10 +22,7 @@ from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
 from agent_core.providers.transport import (
     DeltaHandlerFailed,
-    env_proxy,
-    new_session,
-    post_for_stream,
-    post_json,
+    JsonEndpoint,
     translate_errors,
 )
 from agent_core.providers.transport import parse_retry_after as parse_retry_after  # re-exported
@@ -58,24 +55,18 @@ class OpenAICompatProvider:
         self.name = name
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
-        # Headers are built once and passed per request so that a caller-supplied session
-        # (shared, with its own defaults) works unchanged.
-        self._headers: dict[str, str] = {"Content-Type": "application/json"}
-        if extra_headers:
-            self._headers.update(extra_headers)
+        headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
             # Only with a key: local servers (Ollama) need none, and some reject an empty Bearer.
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
-        self._timeouts = (timeout, connect_timeout)
-        self._proxy = env_proxy(self._url) if session is None else None
-        self._owns_session = session is None
-        self._session = session  # our own is made on first use: aiohttp wants a running loop
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = new_session(*self._timeouts, self._proxy)
-        return self._session
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._endpoint = JsonEndpoint(
+            self._url,
+            headers,
+            self._status_error,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            session=session,
+        )
 
     def __repr__(self) -> str:
         # Never let the key end up in a repr (logs, tracebacks with locals).
@@ -83,8 +74,7 @@ class OpenAICompatProvider:
 
     async def aclose(self) -> None:
         """Close the HTTP session, but only if we created it (a passed-in one is the caller's)."""
-        if self._owns_session and self._session is not None:
-            await self._session.close()
+        await self._endpoint.aclose()
 
     async def complete(
         self, request: ModelRequest, on_delta: DeltaHandler | None = None
@@ -137,15 +127,13 @@ class OpenAICompatProvider:
     # -- transport ---------------------------------------------------------------------------
 
     async def _complete_once(self, body: dict[str, Any]) -> ModelResponse:
-        text = await post_json(self._client(), self._url, body, self._headers, self._status_error)
+        text = await self._endpoint.post_json(body)
         return parse_completion(self._json(text))
 
     async def _complete_streaming(
         self, body: dict[str, Any], on_delta: DeltaHandler | None
     ) -> ModelResponse:
-        async with post_for_stream(
-            self._client(), self._url, body, self._stream_headers, self._status_error
-        ) as events:
+        async with self._endpoint.post_for_stream(body) as events:
             if isinstance(events, str):  # one JSON body after all
                 return parse_completion(self._json(events))
             assembler = _StreamAssembler()

@@ -29,13 +29,12 @@ if TYPE_CHECKING:  # aiohttp (and certifi) load with the first session, not at s
 
 __all__ = [
     "DeltaHandlerFailed",
+    "JsonEndpoint",
     "decode_text",
     "encode_json",
     "env_proxy",
     "new_session",
     "parse_retry_after",
-    "post_for_stream",
-    "post_json",
     "translate_errors",
 ]
 
@@ -91,48 +90,75 @@ StatusError = Callable[[int, "str | None", Mapping[str, str], str], Exception]
 """Builds the provider's error for an HTTP status >= 400: (status, reason, headers, body text)."""
 
 
-async def post_json(
-    session: aiohttp.ClientSession,
-    url: str,
-    body: dict[str, Any],
-    headers: Mapping[str, str],
-    status_error: StatusError,
-) -> str:
-    """POST ``body``; the answer's text, or ``status_error(...)`` raised for HTTP >= 400."""
-    async with _post(session, url, body, headers) as resp:
-        await _raise_for_status(resp, status_error)
-        return decode_text(await resp.read(), resp.charset)
+class JsonEndpoint:
+    """One model API's URL over aiohttp: its headers, its session, and the two POSTs a provider
+    makes (a JSON answer, or a stream).
 
+    The session is the caller's when one is passed (shared, with its own defaults, which is why
+    headers go with every request), else our own, made on first use (aiohttp binds a session to
+    the running loop) with the proxy read from the environment once, and closed by
+    :meth:`aclose`.
+    """
 
-@asynccontextmanager
-async def post_for_stream(
-    session: aiohttp.ClientSession,
-    url: str,
-    body: dict[str, Any],
-    headers: Mapping[str, str],
-    status_error: StatusError,
-) -> AsyncIterator[AsyncIterator[ServerSentEvent] | str]:
-    """POST ``body`` asking for a stream: yields its events, or the whole answer's text when
-    the server ignored the request for a stream and sent one JSON body (some do); raises
-    ``status_error(...)`` for HTTP >= 400."""
-    async with _post(session, url, body, headers) as resp:
-        await _raise_for_status(resp, status_error)
-        if "text/event-stream" not in resp.headers.get("Content-Type", ""):
-            yield decode_text(await resp.read(), resp.charset)
-        else:
-            yield aiter_sse(resp.content.iter_any())
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        status_error: StatusError,
+        *,
+        timeout: float,
+        connect_timeout: float,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.url = url
+        self._headers = dict(headers)
+        self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
+        self._status_error = status_error
+        self._timeouts = (timeout, connect_timeout)
+        self._proxy = env_proxy(url) if session is None else None
+        self._owns_session = session is None
+        self._session = session
 
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = new_session(*self._timeouts, self._proxy)
+        return self._session
 
-def _post(
-    session: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: Mapping[str, str]
-) -> Any:  # aiohttp's request context manager
-    return session.post(url, data=encode_json(body), headers=headers, allow_redirects=False)
+    async def aclose(self) -> None:
+        """Close the session, but only if we created it (a passed-in one is the caller's)."""
+        if self._owns_session and self._session is not None:
+            await self._session.close()
 
+    async def post_json(self, body: dict[str, Any]) -> str:
+        """POST ``body``; the answer's text, or the provider's error raised for HTTP >= 400."""
+        async with self._post(body, self._headers) as resp:
+            return decode_text(await resp.read(), resp.charset)
 
-async def _raise_for_status(resp: aiohttp.ClientResponse, status_error: StatusError) -> None:
-    if resp.status >= 400:
-        text = decode_text(await resp.read(), resp.charset)
-        raise status_error(resp.status, resp.reason, resp.headers, text)
+    @asynccontextmanager
+    async def post_for_stream(
+        self, body: dict[str, Any]
+    ) -> AsyncIterator[AsyncIterator[ServerSentEvent] | str]:
+        """POST ``body`` asking for a stream: yields its events, or the whole answer's text
+        when the server ignored the request for a stream and sent one JSON body (some do);
+        raises the provider's error for HTTP >= 400."""
+        async with self._post(body, self._stream_headers) as resp:
+            if "text/event-stream" not in resp.headers.get("Content-Type", ""):
+                yield decode_text(await resp.read(), resp.charset)
+            else:
+                yield aiter_sse(resp.content.iter_any())
+
+    @asynccontextmanager
+    async def _post(
+        self, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        request = self._client().post(
+            self.url, data=encode_json(body), headers=headers, allow_redirects=False
+        )
+        async with request as resp:
+            if resp.status >= 400:
+                text = decode_text(await resp.read(), resp.charset)
+                raise self._status_error(resp.status, resp.reason, resp.headers, text)
+            yield resp
 
 
 def decode_text(body: bytes, charset: str | None) -> str:
