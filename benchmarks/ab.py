@@ -48,13 +48,14 @@ def checkout(ref: str, where: Path) -> Path:
     return where
 
 
-def measure(tree: Path, out: Path, serve_args: list[str]) -> dict[str, Any]:
-    subprocess.run(
+def measure(tree: Path, ref: str, out: Path, serve_args: list[str]) -> dict[str, Any]:
+    done = subprocess.run(
         [sys.executable, "benchmarks/serve.py", "--out", str(out), *serve_args],
         cwd=tree,
         stdout=subprocess.DEVNULL,
-        check=True,
     )
+    if done.returncode != 0:  # its own error is above, on stderr
+        raise SystemExit(f"ab.py: benchmarks/serve.py failed on {ref} (exit {done.returncode})")
     result: dict[str, Any] = json.loads(out.read_text())
     return result
 
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in range(args.runs):
                 for side in SIDES:
                     out = Path(tmp) / f"{side}-{n}.json"
-                    runs[side].append(measure(trees[side], out, serve_args))
+                    runs[side].append(measure(trees[side], refs[side], out, serve_args))
                     print(f"{side} run {n + 1} ({refs[side]}): {describe(runs[side][-1])}")
         finally:
             for tree in trees.values():

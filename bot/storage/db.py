@@ -115,17 +115,19 @@ class Database:
         """``work`` with a connection in one write transaction: committed when it returns,
         rolled back when it raises; returns what it returns. For the reply path's writes: on a
         SQLite file the whole transaction is one hop to the lane's thread (``lane.py``)."""
-        if self._writer is None:
-            async with self.engine.begin() as conn:
-                return await conn.run_sync(work)
+        if self._writer is None:  # Postgres takes concurrent writers itself
+            return await self._engine_transaction(work)
         async with self._writer.hold(urgent=urgent):
             if self._lane is not None:
                 result = await self._lane.run(work)
             else:  # in-memory: its one connection is the async engine's
-                async with self.engine.begin() as conn:
-                    result = await conn.run_sync(work)
+                result = await self._engine_transaction(work)
         self._wrote()
         return result
+
+    async def _engine_transaction(self, work: Callable[[Connection], T]) -> T:
+        async with self.engine.begin() as conn:
+            return await conn.run_sync(work)
 
     async def run_read(self, work: Callable[[Connection], T]) -> T:
         """``work`` with a connection, for the reply path's reads: on a SQLite file in one hop
