@@ -24,18 +24,18 @@ from agent_core import EventBus
 from agent_core.mcp.manager import McpManager
 from agent_core.orchestration.children import Orchestrator
 from agent_core.providers import Provider
-from bot.access import AccessPolicy, PairingStore
-from bot.agents import AgentRouter
-from bot.channel_startup import ChannelStarter
+from bot.agents.router import AgentRouter
 from bot.config import Config
-from bot.dedupe import DedupeStore
 from bot.evolution.service import EvolutionService
-from bot.gateway import Gateway
 from bot.maintenance import run_periodically
+from bot.pipeline.access import AccessPolicy, PairingStore
+from bot.pipeline.dedupe import DedupeStore
+from bot.pipeline.gateway import Gateway
+from bot.pipeline.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
+from bot.pipeline.run_registry import ChildRegistration, LocalRunRegistry, RunRegistry
 from bot.platforms import PlatformDeps, build_platform_channels
+from bot.platforms.startup import ChannelStarter
 from bot.redaction import register_secrets, secrets_of
-from bot.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
-from bot.run_registry import ChildRegistration, LocalRunRegistry, RunRegistry
 from bot.storage import (
     Database,
     SqlAgentStore,

@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from bot.cluster.config import redis_password
 from bot.config import Config
+from bot.config.cluster import redis_password
 
 MASK = "***"
 MIN_SECRET_CHARS = 6  # shorter values would mask ordinary words

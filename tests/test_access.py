@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from bot.access import (
+from bot.config import parse_config
+from bot.pipeline.access import (
     PAIRING_ALPHABET,
     PAIRING_MAX_PENDING,
     AccessPolicy,
     PairingStore,
     new_pairing_code,
 )
-from bot.config import parse_config
 from bot.storage import Database, open_database
 from bot.storage.models import utcnow
 from channels import ChatRef, ChatType, InboundMessage, Sender

@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 
 from agent_core import EventBus, MemoryStore, RunStatus
 from bot import cli
-from bot.agents import AgentRouter, UnknownAgent
+from bot.agents.router import AgentRouter, UnknownAgent
 from bot.app import Loopgate
 from bot.config import AgentConfig, parse_config
 from bot.storage import Database, SqlAgentStore, StoredAgent, open_database

@@ -1,5 +1,6 @@
-"""A burst of messages is one turn (``bot/bursts.py``): ``bot.debounce_ms`` and ``bot.queue_mode``,
-end to end through the local web channel, the gateway, the inbox and the fake LLM."""
+"""A burst of messages is one turn (``bot/pipeline/bursts.py``): ``bot.debounce_ms`` and
+``bot.queue_mode``, end to end through the local web channel, the gateway, the inbox and the fake
+LLM."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlalchemy import select
 
 from agent_core import RunResult, RunStatus
 from bot.app import Loopgate
-from bot.commands import HELP_TEXT
+from bot.pipeline.commands import HELP_TEXT
 from bot.storage import SqlSessionStore
 from bot.storage.models import InboxRow
 from channels import ChatRef, ChatType

@@ -11,8 +11,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.app import Loopgate
-from bot.channel_startup import ChannelStarter
 from bot.http.server import create_app
+from bot.platforms.startup import ChannelStarter
 from channels import Forbidden
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.telegram_server import FakeTelegram

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from bot.chunking import render_chunks, split_markdown
+from bot.pipeline.chunking import render_chunks, split_markdown
 from channels.types import Formatting
 
 _FENCE_LINE = re.compile(r"^ *(?:`{3,}|~{3,}).*$", re.MULTILINE)

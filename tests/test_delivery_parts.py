@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bot.reactions import ReactionState, StatusReactions
-from bot.scheduler import Scheduler
-from bot.typing_indicator import TypingIndicator
+from bot.pipeline.reactions import ReactionState, StatusReactions
+from bot.pipeline.scheduler import Scheduler
+from bot.pipeline.typing_indicator import TypingIndicator
 from channels import Capabilities, ChatRef, MessageRef
 from channels.local import LocalChannel, Outbound
 

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from agent_core import EventBus, MemoryStore
 from bot import cli
-from bot.agents import AgentRouter
+from bot.agents.router import AgentRouter
 from bot.config import AgentConfig, Config
 from bot.evolution.cycle import JUDGE_MIN_RUNS
 from bot.evolution.records import Suggestion, SuggestionStatus

@@ -13,7 +13,7 @@ from agent_core import FILE_TOOLS, AgentSettings, RunRequest, ToolRegistry
 from agent_core.bootstrap import PromptMode, Workspaces
 from agent_core.prompt import PromptContext
 from agent_core.self_evolution import add_self_evolution_tools, self_evolution
-from bot.agent_settings import agent_settings
+from bot.agents.settings import agent_settings
 from bot.app import Loopgate
 from bot.config import ConfigFileError, parse_config
 from bot.evolution.schedule import CycleScheduler, build_trigger, cron_weekdays

@@ -20,11 +20,11 @@ from sqlalchemy import update
 from structlog.testing import capture_logs
 
 from bot.app import Loopgate
-from bot.chunking import render_chunks
 from bot.cli import inbox as inbox_cli
 from bot.config import Config
 from bot.http.server import create_app
-from bot.replay import sweep
+from bot.pipeline.chunking import render_chunks
+from bot.pipeline.replay import sweep
 from bot.storage import Database, SqlDedupeStore, open_database
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
 from bot.storage.models import InboxRow, utcnow

@@ -122,7 +122,7 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
         tmp_path,
         modules=True,
     )
-    assert "bot.gateway" in modules and "agent_core.context_budget" in modules
+    assert "bot.pipeline.gateway" in modules and "agent_core.context_budget" in modules
     assert not {m.split(".")[0] for m in modules} & {"redis", "tiktoken", "httpx_sse"}
     assert "agent_core.providers.anthropic" not in modules
 

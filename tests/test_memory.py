@@ -31,7 +31,7 @@ from agent_core.memory import (
 )
 from agent_core.tools.base import Tool, ToolContext
 from agent_core.workspace import user_workspace
-from bot.agents import AgentRouter
+from bot.agents.router import AgentRouter
 from bot.app import Loopgate
 from bot.storage import Database
 from bot.storage.memory_index import SqlMemoryIndex, fts5_query

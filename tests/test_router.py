@@ -11,7 +11,7 @@ import pytest
 from agent_core import Event, EventBus, EventType, MemoryStore, RunRequest, RunStatus, Tool
 from agent_core.providers import AnthropicProvider, OpenAICompatProvider
 from agent_core.retry import RetryPolicy
-from bot.agents import AgentRouter, UnknownAgent
+from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import AgentConfig, parse_config
 from tests.fakes.anthropic_server import FakeAnthropic, message, text
 from tests.fakes.llm_server import FakeLLM, error

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from agent_core import AgentSettings, EventBus, Loop, RunRequest, Tool, ToolRegistry
 from agent_core.providers import DeltaHandler, ModelRequest, ModelResponse
 from agent_core.testing import call, reply, tool_calls
-from bot.run_registry import ActiveRun, LocalRunRegistry
+from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 from bot.storage import Database, SqlSessionStore, SqlTraceStore, open_database
 from bot.storage.models import MessageRow
 

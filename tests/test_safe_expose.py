@@ -25,8 +25,8 @@ from bot.app import Loopgate
 from bot.http.server import WEB_COOKIE, create_app
 from bot.http.web_auth import is_loopback
 from bot.logging_setup import configure_logging
+from bot.pipeline.sender_limits import MemorySenderLimiter
 from bot.redaction import MASK, redact, register_secrets
-from bot.sender_limits import MemorySenderLimiter
 from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, delay, text

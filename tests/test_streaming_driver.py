@@ -1,4 +1,4 @@
-"""The streaming driver (bot/streaming/) on its own: run events in, what a user could see out.
+"""The streaming driver (bot/pipeline/streaming/) alone: run events in, what a user could see out.
 
 The channel here is an in-memory editor that records every state of every message, so the tests
 assert on each visible state, not only on the end. The platform adapters themselves are tested
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from agent_core import Event, EventType
 from agent_core.stream_sanitize import safe_preview
-from bot.streaming import StreamedReply, StreamOptions
-from bot.streaming.reply import StreamClock
+from bot.pipeline.streaming import StreamedReply, StreamOptions
+from bot.pipeline.streaming.reply import StreamClock
 from channels import Capabilities, ChatRef, ChatType, MessageRef
 
 CHAT = ChatRef("fake", "c1", ChatType.DIRECT)

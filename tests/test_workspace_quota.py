@@ -20,7 +20,7 @@ from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 from agent_core.tools.base import Tool, ToolContext
 from agent_core.tools.files import LIST_FILES, MAX_READ_CHARS, READ_FILE, WRITE_FILE
 from agent_core.workspace import resolve_inside, user_workspace, workspace_size
-from bot.agents import AgentRouter
+from bot.agents.router import AgentRouter
 from bot.config import ConfigFileError, parse_config
 
 SECRET = "s3cr3t-outside"

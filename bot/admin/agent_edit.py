@@ -2,7 +2,7 @@
 
 Only the database copy of an agent is edited (``config.yaml`` stays the operator's file): a
 stored agent is merged over the config entry of the same id, field by field. Saving goes
-through :meth:`bot.agents.AgentRouter.save`, which checks the providers and drops the cached
+through :meth:`bot.agents.router.AgentRouter.save`, which checks the providers and drops the cached
 loop, so the next message of this process already uses the change.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.agents import AgentRouter, UnknownAgent
+from bot.agents.router import AgentRouter, UnknownAgent
 from bot.app import Loopgate
 from bot.cli.agents import SETTABLE
 from bot.config import AgentConfig

@@ -17,8 +17,8 @@ import structlog
 
 from agent_core import Event, EventType
 from bot.app import Loopgate
-from bot.delivery import send_with_retry
-from bot.run_registry import ActiveRun
+from bot.pipeline.delivery import send_with_retry
+from bot.pipeline.run_registry import ActiveRun
 from channels import ChatRef, ChatType
 
 log = structlog.get_logger(__name__)

@@ -19,7 +19,7 @@ from bot.cli.database import with_database
 from bot.config import AgentConfig, Config
 
 if TYPE_CHECKING:  # the storage stack is imported on use: `loopgate --help` stays quick
-    from bot.agents import AgentRouter
+    from bot.agents.router import AgentRouter
     from bot.storage import SqlAgentStore, StoredAgent
 
 # ``loopgate agents set`` option → AgentConfig field.
@@ -161,7 +161,7 @@ def _router(config: Config) -> AgentRouter:
     # Only for AgentRouter.settings (merging and defaults exactly as the server does); it never
     # builds a provider or runs anything, so in-memory stores are enough.
     from agent_core import EventBus, MemoryStore
-    from bot.agents import AgentRouter
+    from bot.agents.router import AgentRouter
 
     memory = MemoryStore()
     return AgentRouter(config, store=memory, traces=memory, events=EventBus())

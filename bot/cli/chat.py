@@ -10,7 +10,7 @@ import uuid
 from agent_core import Event, EventType, RunResult, RunStatus
 from bot.app import Loopgate
 from bot.config import Config
-from bot.session_keys import session_key
+from bot.pipeline.session_keys import session_key
 from channels import ChatRef, ChatType, InboundMessage, Sender
 from channels.local import Outbound
 

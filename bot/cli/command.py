@@ -141,7 +141,7 @@ async def _serve_async(config: Config) -> int:
 
 
 async def _pairing(config: Config, command: str, code: str) -> int:
-    from bot.access import PairingStore
+    from bot.pipeline.access import PairingStore
 
     async def act(db: Database) -> int:
         store = PairingStore(db)

@@ -19,7 +19,7 @@ from agent_core.bootstrap import (
 from agent_core.memory import FileStamp, MemoryHit
 from agent_core.orchestration.children import Orchestrator
 from agent_core.prompt import PromptContext, find_skills, render_with_markers
-from bot.agents import AgentRouter
+from bot.agents.router import AgentRouter
 from bot.config import Config
 
 

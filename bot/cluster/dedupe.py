@@ -20,7 +20,7 @@ import hashlib
 import structlog
 
 from bot.cluster.connection import RedisLink, RedisState
-from bot.dedupe import DedupeStore
+from bot.pipeline.dedupe import DedupeStore
 
 log = structlog.get_logger(__name__)
 
@@ -32,7 +32,7 @@ DONE = b"d"
 
 class FastDedupe:
     """``durable`` with a Redis fast path; satisfies :class:`channels.protocol.SeenStore` and
-    :class:`bot.dedupe.DedupeStore`."""
+    :class:`bot.pipeline.dedupe.DedupeStore`."""
 
     def __init__(
         self, link: RedisLink, durable: DedupeStore, *, ttl_seconds: float = FAST_TTL_SECONDS

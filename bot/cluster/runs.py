@@ -1,6 +1,6 @@
 """The run registry of a clustered process: ``/stop`` and ``/stopall`` reach runs anywhere.
 
-Each process keeps its own runs (a :class:`~bot.run_registry.LocalRunRegistry`) and mirrors
+Each process keeps its own runs (a :class:`~bot.pipeline.run_registry.LocalRunRegistry`) and mirrors
 them into Redis: a hash per process (``<prefix>:runs:<process>``, expiring a lease after the
 process stops refreshing it) and events on the ``<prefix>:runs`` channel. Every process keeps
 an in-memory view of the other processes' runs from those events, resynchronised from the
@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from bot.cluster.connection import RedisLink
-from bot.run_registry import ActiveRun, LocalRunRegistry
+from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +62,7 @@ def _record(run: ActiveRun, owner: str, started: float) -> dict[str, Any]:
 
 
 class ClusterRunRegistry:
-    """A :class:`~bot.run_registry.RunRegistry` whose stops reach every process."""
+    """A :class:`~bot.pipeline.run_registry.RunRegistry` whose stops reach every process."""
 
     def __init__(self, link: RedisLink, local: LocalRunRegistry | None = None) -> None:
         self.link = link

@@ -18,7 +18,7 @@ from bot.cluster.poller_lease import PollerLease
 from bot.cluster.runs import ClusterRunRegistry
 from bot.cluster.work import ClusterWork
 from bot.config import Config
-from bot.dedupe import DedupeStore
+from bot.pipeline.dedupe import DedupeStore
 from bot.storage.inbox import SqlInbox
 
 log = structlog.get_logger(__name__)

@@ -31,14 +31,14 @@ from bot.cluster.session_leases import SessionLeases
 from bot.storage.inbox import InboxEntry, SqlInbox
 
 if TYPE_CHECKING:
-    from bot.gateway import Gateway
-    from bot.turn import Job
+    from bot.pipeline.gateway import Gateway
+    from bot.pipeline.turn import Job
 
 log = structlog.get_logger(__name__)
 
 
 class ClusterWork:
-    """Satisfies ``bot.gateway.WorkClaims``; ``attach`` gives it the gateway it feeds."""
+    """Satisfies ``bot.pipeline.gateway.WorkClaims``; ``attach`` gives it the gateway it feeds."""
 
     def __init__(self, link: RedisLink, inbox: SqlInbox, *, max_age: float) -> None:
         self.link = link
@@ -113,7 +113,9 @@ class ClusterWork:
                 job.settle(None)  # nothing runs here; whoever waits must not wait forever
 
     async def _queue(self, gateway: Gateway, entries: list[InboxEntry]) -> None:
-        from bot.replay import requeue  # bot.replay imports the gateway, which imports us
+        from bot.pipeline.replay import (
+            requeue,  # bot.pipeline.replay imports the gateway, which imports us
+        )
 
         for entry in entries:
             job = self._received.pop(entry.id, None)

@@ -2,6 +2,6 @@
 apply with a baseline, and automatic rollback when quality drops (agent-loop spec,
 "Self-Evolution System"). :class:`bot.evolution.service.EvolutionService` is the entry point.
 
-Deliberately empty of imports: :mod:`bot.agent_config` imports :mod:`bot.evolution.config`,
-and importing the service here would import the config back (a cycle).
+Its settings live in :mod:`bot.config.evolution`. Empty of imports, so a service with evolution
+off never loads it.
 """

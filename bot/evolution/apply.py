@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent_config import AgentConfig
-from bot.agent_settings import agent_settings
-from bot.agents import merge_agent
+from bot.agents.router import merge_agent
+from bot.agents.settings import agent_settings
 from bot.config import Config
-from bot.evolution.config import EvolutionGuardrails
+from bot.config.agents import AgentConfig
+from bot.config.evolution import EvolutionGuardrails
 from bot.evolution.guardrails import (
     PROMPT_TARGET,
     TOOL_POLICY_TARGET,

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from bot.evolution.config import EvolutionGuardrails
+from bot.config.evolution import EvolutionGuardrails
 from bot.evolution.records import ChangeKind
 
 if TYPE_CHECKING:
-    from bot.agent_config import AgentConfig, AgentDefaults
+    from bot.config.agents import AgentConfig, AgentDefaults
 
 TUNABLE_PARAMS = ("max_iterations", "max_tool_calls", "history_limit")
 """Numeric agent keys a suggestion may change (each an int field of AgentConfig)."""

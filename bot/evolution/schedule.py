@@ -19,8 +19,8 @@ from typing import Any
 import structlog
 from pydantic import TypeAdapter
 
-from bot.config_base import Duration
-from bot.evolution.config import schedule_kind
+from bot.config.base import Duration
+from bot.config.evolution import schedule_kind
 
 log = structlog.get_logger(__name__)
 

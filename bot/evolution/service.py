@@ -41,7 +41,7 @@ from bot.storage import Database, SqlAgentStore
 from bot.storage.models import utcnow
 
 if TYPE_CHECKING:
-    from bot.agents import AgentRouter
+    from bot.agents.router import AgentRouter
 
 log = structlog.get_logger(__name__)
 

@@ -35,8 +35,8 @@ from bot.http.web_auth import (
     login_page,
     web_access,
 )
+from bot.pipeline.session_keys import session_key
 from bot.redaction import redact_tree
-from bot.session_keys import session_key
 from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender, WebhookReceiver
 from channels.local import Outbound
 

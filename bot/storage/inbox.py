@@ -191,7 +191,7 @@ class SqlInbox:
 
     async def reopen(self, entry_id: int, reason: str) -> None:
         """Make an ended entry pending (``queued``) again, held by this process: a message whose
-        cancelled turn is answered by a later one (``bot/bursts.py``)."""
+        cancelled turn is answered by a later one (``bot/pipeline/bursts.py``)."""
         now = utcnow()
         await self._update(
             entry_id,

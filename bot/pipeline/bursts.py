@@ -38,10 +38,10 @@ import structlog
 
 from agent_core import RunResult, RunStatus
 from bot.config import BotConfig
-from bot.run_registry import RunRegistry
-from bot.scheduler import Scheduler
+from bot.pipeline.run_registry import RunRegistry
+from bot.pipeline.scheduler import Scheduler
+from bot.pipeline.turn import Job, ended_ok
 from bot.storage.inbox import InboxState, SqlInbox
-from bot.turn import Job, ended_ok
 from channels import ChatType
 
 log = structlog.get_logger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from bot.config_base import Duration, StrictModel
+from bot.config.base import Duration, StrictModel
 
 MIN_TOKEN_CHARS = 16
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from agent_core.mcp.servers import ServerSpec
-from bot.config_base import Duration, StrictModel
+from bot.config.base import Duration, StrictModel
 
 # The name prefixes its tools as ``<server>__<tool>``: short enough to leave room for the
 # tool's own name in the 64 characters providers allow, and without "__" (checked below).

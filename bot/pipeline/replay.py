@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from bot.gateway import Gateway
+from bot.pipeline.gateway import Gateway
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
 from bot.storage.models import utcnow
 

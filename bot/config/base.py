@@ -1,4 +1,4 @@
-"""The base of every config section, shared by :mod:`bot.config` and :mod:`bot.channel_config`."""
+"""The base of every config section, shared by :mod:`bot.config` and :mod:`bot.config.channels`."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import ByteSize, Field, field_validator, model_validator
 
-from bot.config_base import StrictModel
-from bot.evolution.config import EvolutionGuardrails
+from bot.config.base import StrictModel
+from bot.config.evolution import EvolutionGuardrails
 
 
 class ContextPruningConfig(StrictModel):

@@ -1,6 +1,6 @@
 """``evolution:`` (the schedule) and ``agents.<id>.evolution_guardrails`` (the safety limits).
 
-Only pydantic here: :mod:`bot.agent_config` imports this module, so it must not import the
+Only pydantic here: :mod:`bot.config.agents` imports this module, so it must not import the
 config, the storage or the service.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from bot.config_base import Duration, StrictModel
+from bot.config.base import Duration, StrictModel
 
 DEFAULT_SCHEDULE = "daily"
 # "daily" runs at 03:00 UTC: a quiet hour for most deployments, and after midnight's traffic.

@@ -16,15 +16,15 @@ import structlog
 from agent_core import Event, EventBus, EventType, RunRequest, RunResult, RunStatus
 from agent_core.events import Subscriber
 from agent_core.uncancellable import finish_despite_cancel
-from bot.agents import AgentRouter, UnknownAgent
+from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import BotConfig
-from bot.delivery import deliver, send_with_retry
-from bot.reactions import ReactionState, StatusReactions
-from bot.run_registry import ActiveRun, RunRegistry
+from bot.pipeline.delivery import deliver, send_with_retry
+from bot.pipeline.reactions import ReactionState, StatusReactions
+from bot.pipeline.run_registry import ActiveRun, RunRegistry
+from bot.pipeline.streaming import StreamedReply, StreamOptions
+from bot.pipeline.streaming.reply import StreamClock
+from bot.pipeline.typing_indicator import TypingIndicator
 from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
-from bot.streaming import StreamedReply, StreamOptions
-from bot.streaming.reply import StreamClock
-from bot.typing_indicator import TypingIndicator
 from channels import Channel, InboundMessage, ProgressReporter
 
 log = structlog.get_logger(__name__)
@@ -68,8 +68,8 @@ class Job:
     interrupted: bool = False
     """Cancelled by a newer message (``bot.queue_mode: interrupt``), not by ``/stop``."""
     absorbed: list[int] = field(default_factory=list)
-    """Inbox ids of earlier messages of a burst merged into this turn (``bot/bursts.py``): they
-    end with this job's entry."""
+    """Inbox ids of earlier messages of a burst merged into this turn (``bursts.py``): they end
+    with this job's entry."""
     done: asyncio.Future[RunResult | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )

@@ -1,7 +1,7 @@
 """Streaming by send + edit: the generic :class:`~channels.PlatformStream` for any channel that
 can edit and delete what it sent (:class:`~channels.MessageEditor`).
 
-The preview is rendered exactly like a final answer (``bot/chunking.py``: the channel's
+The preview is rendered exactly like a final answer (``bot/pipeline/chunking.py``: the channel's
 formatting and length limit), so a long answer continues in a new message at the same split
 points the final one will have; each message is edited only when its own text changed.
 """
@@ -13,8 +13,8 @@ from typing import Protocol
 
 import structlog
 
-from bot.chunking import render_chunks
-from bot.delivery import MAX_RETRY_AFTER, MAX_SEND_ATTEMPTS, send_with_retry
+from bot.pipeline.chunking import render_chunks
+from bot.pipeline.delivery import MAX_RETRY_AFTER, MAX_SEND_ATTEMPTS, send_with_retry
 from channels import Channel, ChatRef, MessageEditor, MessageRef, RetryAfter
 
 log = structlog.get_logger(__name__)

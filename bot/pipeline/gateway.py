@@ -3,7 +3,7 @@
 ``Gateway.handle`` order matters: commands first (so /stop acts at once, never waiting behind
 the run it should stop, and once: they are deduped on their own), then gating and the sender's
 rate limit, then the durable inbox, whose insert records the dedupe key in the same transaction
-(a platform retry is not a new message), then bursts (``bot/bursts.py``: debounce and queue
+(a platform retry is not a new message), then bursts (``bot/pipeline/bursts.py``: debounce and queue
 mode merge a burst into one turn), then the per-session queue.
 
 ``handle`` returns once the message is stored, so a channel acknowledges the platform only for
@@ -23,21 +23,21 @@ import structlog
 
 from agent_core import EventBus
 from agent_core.orchestration.children import Announcement
-from bot.access import AccessPolicy
-from bot.agents import AgentRouter
-from bot.bursts import Bursts
-from bot.commands import HELP_TEXT, Command, parse_command
+from bot.agents.router import AgentRouter
 from bot.config import Config
-from bot.dedupe import DedupeStore
-from bot.delivery import send_with_retry
-from bot.reactions import StatusReactions
-from bot.run_registry import RunRegistry
-from bot.scheduler import Scheduler
-from bot.sender_limits import MemorySenderLimiter, SenderLimiter
-from bot.session_keys import session_key
+from bot.pipeline.access import AccessPolicy
+from bot.pipeline.bursts import Bursts
+from bot.pipeline.commands import HELP_TEXT, Command, parse_command
+from bot.pipeline.dedupe import DedupeStore
+from bot.pipeline.delivery import send_with_retry
+from bot.pipeline.reactions import StatusReactions
+from bot.pipeline.run_registry import RunRegistry
+from bot.pipeline.scheduler import Scheduler
+from bot.pipeline.sender_limits import MemorySenderLimiter, SenderLimiter
+from bot.pipeline.session_keys import session_key
+from bot.pipeline.streaming import StreamOptions, streaming_options
+from bot.pipeline.turn import Job, TurnRunner
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
-from bot.streaming import StreamOptions, streaming_options
-from bot.turn import Job, TurnRunner
 from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
@@ -239,7 +239,7 @@ class Gateway:
         self.scheduler.submit(job)
 
     def resubmit(self, entry: InboxEntry, *, replayed: bool = True) -> Job:
-        """Queue an inbox entry an earlier process left unanswered (see ``bot/replay.py``);
+        """Queue an inbox entry an earlier process left unanswered (see ``bot/pipeline/replay.py``);
         ``replayed`` False: one a peer process received and this one claimed, not started."""
         job = self._job(
             entry.message,

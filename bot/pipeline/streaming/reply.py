@@ -4,7 +4,7 @@
 ``stream_interval`` per chat (:class:`StreamClock`) the preview (:func:`safe_preview`: never a
 hidden span, never a prefix of NO_REPLY) is shown with the channel's native stream when it has
 one for this chat (Telegram drafts, Slack chat streams), else by send + edit
-(:class:`~bot.streaming.edited.EditedStream`). An unchanged preview is not sent again.
+(:class:`~bot.pipeline.streaming.edited.EditedStream`). An unchanged preview is not sent again.
 
 Segments: a model call that ends in tool calls emits ``block.reply`` with its text; that text
 stays as a message of its own (``block_replies``) or its preview is removed, and the next model
@@ -29,8 +29,8 @@ from agent_core import Event, EventType
 from agent_core.run import is_no_reply
 from agent_core.sanitize import sanitize_output
 from agent_core.stream_sanitize import safe_preview
-from bot.delivery import deliver
-from bot.streaming.edited import EditableChannel, EditedStream
+from bot.pipeline.delivery import deliver
+from bot.pipeline.streaming.edited import EditableChannel, EditedStream
 from channels import (
     Channel,
     ChatRef,

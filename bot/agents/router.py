@@ -42,7 +42,7 @@ from agent_core.providers import OfflineProvider, Provider
 from agent_core.providers.openai_compat import OpenAICompatProvider
 from agent_core.self_evolution import add_self_evolution_tools
 from agent_core.store import SessionStore, TraceStore
-from bot.agent_settings import agent_settings
+from bot.agents.settings import agent_settings
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
 
 log = structlog.get_logger(__name__)

@@ -71,7 +71,7 @@ class Scheduler(Generic[J]):
 
     def replace_queued(self, old: J, new: J) -> bool:
         """Put ``new`` in the queue where ``old`` waits (a burst merged into it, see
-        ``bot/bursts.py``); False when ``old`` is not queued."""
+        ``bot/pipeline/bursts.py``); False when ``old`` is not queued."""
         lane = self._lanes.get(old.session_key)
         if lane is None:
             return False

@@ -1,6 +1,6 @@
 """An agent's resolved settings: its definition over ``agents.defaults`` and its providers.
 
-The definition is the config.yaml entry merged with the database row (see :mod:`bot.agents`);
+The definition is the config.yaml entry merged with the database row (see :mod:`bot.agents.router`);
 what it leaves unset comes from ``agents.defaults``, and a provider that no longer exists falls
 back to the default one with a warning rather than failing every message of the agent.
 """

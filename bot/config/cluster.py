@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import Field
 
-from bot.config_base import StrictModel
+from bot.config.base import StrictModel
 
 
 class RedisConfig(StrictModel):

@@ -1,6 +1,6 @@
 """config.yaml: loading, ``${VAR}`` interpolation, validation.
 
-Everything an operator can set lives here (the ``channels:`` section in :mod:`bot.channel_config`),
+Everything an operator can set lives here (the ``channels:`` section in :mod:`bot.config.channels`),
 validated once at start-up. A bad value stops the process with a message that names the key path
 (``channels.telegram.token: field required``). Secrets can always come from the environment:
 ``token: ${TELEGRAM_TOKEN}``.
@@ -24,37 +24,29 @@ from pydantic import (
 )
 
 # Sections kept in their own modules are re-exported: ``from bot.config import SlackConfig``.
-from bot.admin.config import AdminConfig
-from bot.agent_config import AgentConfig as AgentConfig
-from bot.agent_config import AgentDefaults as AgentDefaults
-from bot.agent_config import AgentsConfig as AgentsConfig
-from bot.agent_config import CompactionConfig as CompactionConfig
-from bot.agent_config import ContextPruningConfig as ContextPruningConfig
-from bot.agent_config import MemoryFlushConfig as MemoryFlushConfig
-from bot.channel_config import ChannelsConfig as ChannelsConfig
-from bot.channel_config import SlackConfig as SlackConfig
-from bot.channel_config import SlackRateLimit as SlackRateLimit
-from bot.channel_config import TelegramConfig as TelegramConfig
-from bot.channel_config import TelegramRateLimit as TelegramRateLimit
-from bot.channel_config import ZaloConfig as ZaloConfig
-from bot.cluster.config import ClusterConfig, RedisConfig, cluster_problems
-from bot.config_base import Duration as Duration
-from bot.config_base import OffAllowed, StrictModel
-from bot.evolution.config import EvolutionConfig
-from bot.tools_config import McpConfig, SkillsConfig
+from bot.config.admin import AdminConfig
+from bot.config.agents import AgentConfig as AgentConfig
+from bot.config.agents import AgentDefaults as AgentDefaults
+from bot.config.agents import AgentsConfig as AgentsConfig
+from bot.config.agents import CompactionConfig as CompactionConfig
+from bot.config.agents import ContextPruningConfig as ContextPruningConfig
+from bot.config.agents import MemoryFlushConfig as MemoryFlushConfig
+from bot.config.base import Duration as Duration
+from bot.config.base import OffAllowed, StrictModel
+from bot.config.channels import ChannelsConfig as ChannelsConfig
+from bot.config.channels import SlackConfig as SlackConfig
+from bot.config.channels import SlackRateLimit as SlackRateLimit
+from bot.config.channels import TelegramConfig as TelegramConfig
+from bot.config.channels import TelegramRateLimit as TelegramRateLimit
+from bot.config.channels import ZaloConfig as ZaloConfig
+from bot.config.cluster import ClusterConfig, RedisConfig, cluster_problems
+from bot.config.errors import ConfigFileError as ConfigFileError
+from bot.config.evolution import EvolutionConfig
+from bot.config.tools import McpConfig, SkillsConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
-
-
-class ConfigFileError(Exception):
-    """The configuration can't be used; the message names every bad key path."""
-
-    def __init__(self, problems: list[str], source: str = "") -> None:
-        self.problems = problems
-        where = f"{source}: " if source else ""
-        super().__init__(where + "invalid configuration\n  " + "\n  ".join(problems))
 
 
 class DatabaseConfig(StrictModel):

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from bot.config_base import OffAllowed, StrictModel
+from bot.config.base import OffAllowed, StrictModel
 
 
 class _ChannelBase(StrictModel):
@@ -37,7 +37,7 @@ class _ChannelBase(StrictModel):
 
 
 class _StreamingOptions(StrictModel):
-    """Streamed replies (``bot/streaming/``): the answer grows in place while it is written."""
+    """Streamed replies (``bot/pipeline/streaming/``): the answer grows in place while written."""
 
     streaming: Literal["off", "partial"] = "partial"
     """``partial``: show the answer while it is written; ``off``: send it whole when done."""

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from agent_core.run import is_no_reply
-from bot.chunking import render_chunks
+from bot.pipeline.chunking import render_chunks
 from channels import Channel, ChatRef, MessageRef, RetryAfter
 
 log = structlog.get_logger(__name__)
