@@ -221,7 +221,7 @@ class Loopgate:
         work = self.cluster.distribute(inbox, max_age=max_age)
         self._stack.push_async_callback(work.aclose)  # after the gateway handed entries back
         await work.attach(gateway)
-        gateway.work = work
+        gateway.distribute(work)
         # A web chat's socket (or the terminal) is in this process: only it can answer there.
         gateway.local_channels = frozenset({self.web.name, self.terminal.name})
         await work.sweep()

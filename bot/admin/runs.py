@@ -115,7 +115,7 @@ class RunTracker:
     async def stop(self, run_id: str, *, by: str) -> bool:
         """Cancel the run and its children as ``/stop`` does; False when it is not running."""
         run = self._registered().get(run_id)
-        if run is None or not self.loopgate.registry.abort(run_id, run.session_key):
+        if run is None or not self.loopgate.gateway.stop.abort(run_id, run.session_key):
             return False
         log.info("admin.run_stopped", run_id=run_id, session_key=run.session_key, by=by)
         if run.parent_run_id is None:

@@ -22,23 +22,23 @@ import asyncio
 import json
 from collections.abc import Coroutine
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from bot.cluster.connection import RedisLink
 from bot.cluster.session_leases import SessionLeases
+from bot.pipeline.job import Job
+from bot.pipeline.ports import Pipeline
+from bot.pipeline.replay import requeue
 from bot.storage.inbox import InboxEntry, SqlInbox
-
-if TYPE_CHECKING:
-    from bot.pipeline.gateway import Gateway
-    from bot.pipeline.turn import Job
 
 log = structlog.get_logger(__name__)
 
 
 class ClusterWork:
-    """Satisfies ``bot.pipeline.gateway.WorkClaims``; ``attach`` gives it the gateway it feeds."""
+    """Satisfies :class:`bot.pipeline.ports.WorkClaims`; ``attach`` gives it the pipeline it
+    feeds (:class:`bot.pipeline.ports.Pipeline`)."""
 
     def __init__(self, link: RedisLink, inbox: SqlInbox, *, max_age: float) -> None:
         self.link = link
@@ -46,7 +46,7 @@ class ClusterWork:
         self.max_age = max_age
         self.leases = SessionLeases(link)
         self.channel = link.key("work", link.process_id)
-        self._gateway: Gateway | None = None
+        self._pipeline: Pipeline | None = None
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, claims using it
         self._tasks: set[asyncio.Task[None]] = set()
         self._received: dict[int, Job] = {}
@@ -63,8 +63,8 @@ class ClusterWork:
         # A dead process's work is taken over within a lease plus one sweep.
         return min(5.0, self.link.lease_seconds / 3)
 
-    async def attach(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    async def attach(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
         self._listener = asyncio.create_task(self._listen(), name="cluster:work")
         self._renewer = asyncio.create_task(self._renew_forever(), name="cluster:renew")
         await asyncio.wait_for(self._subscribed.wait(), timeout=10)
@@ -78,8 +78,8 @@ class ClusterWork:
 
     async def claim(self, session_key: str) -> int:
         """Take ``session_key`` and queue its claimable entries; returns how many."""
-        gateway = self._gateway
-        if gateway is None or not gateway.accepting:
+        pipeline = self._pipeline
+        if pipeline is None or not pipeline.accepting:
             return 0
         lock, users = self._locks.get(session_key) or (asyncio.Lock(), 0)
         self._locks[session_key] = (lock, users + 1)
@@ -93,7 +93,7 @@ class ClusterWork:
                         await self._nudge(holder, session_key)
                     return 0
                 entries = await self.inbox.claim_session(session_key)
-                await self._queue(gateway, entries)
+                await self._queue(pipeline, entries)
                 self.claimed += len(entries)
                 return len(entries)
         except Exception as exc:  # the entries stay in the inbox; the next sweep retries
@@ -112,20 +112,18 @@ class ClusterWork:
                 del self._received[entry_id]
                 job.settle(None)  # nothing runs here; whoever waits must not wait forever
 
-    async def _queue(self, gateway: Gateway, entries: list[InboxEntry]) -> None:
-        from bot.pipeline.replay import (
-            requeue,  # bot.pipeline.replay imports the gateway, which imports us
-        )
-
+    async def _queue(self, pipeline: Pipeline, entries: list[InboxEntry]) -> None:
         for entry in entries:
             job = self._received.pop(entry.id, None)
             if job is not None:
-                gateway.bursts.submit(job)  # received here: bursts merge as in one process
-            elif entry.attempts == 0 and entry.answer is None and entry.channel in gateway.channels:
-                gateway.resubmit(entry, replayed=False)  # a peer received it a moment ago
+                pipeline.submit(job)  # received here: bursts merge as in one process
+            elif (
+                entry.attempts == 0 and entry.answer is None and pipeline.has_channel(entry.channel)
+            ):
+                pipeline.resubmit(entry, replayed=False)  # a peer received it a moment ago
                 log.info("cluster.claimed", entry=entry.id, session_key=entry.session_key)
             else:  # an earlier process started it: resume where it stopped
-                await requeue(gateway, self.inbox, [entry], max_age=self.max_age)
+                await requeue(pipeline, self.inbox, [entry], max_age=self.max_age)
         if entries:
             # No live peer holds this session (claim_session claimed), so an older message
             # received here and not claimed now was answered elsewhere: nothing runs it here.
@@ -163,8 +161,8 @@ class ClusterWork:
             return
         if op == "claim":
             self._spawn(self.claim(session_key))
-        elif op == "drop" and self._gateway is not None:
-            dropped = self._gateway.drop_waiting(
+        elif op == "drop" and self._pipeline is not None:
+            dropped = self._pipeline.drop_waiting(
                 session_key, str(message.get("sender", "")), admin=bool(message.get("admin"))
             )
             log.info("cluster.dropped_waiting", session_key=session_key, dropped=len(dropped))
@@ -172,11 +170,11 @@ class ClusterWork:
     async def sweep(self) -> int:
         """Keep what this process holds; claim the sessions nobody holds. Returns how many
         entries were claimed."""
-        gateway = self._gateway
-        if gateway is None:
+        pipeline = self._pipeline
+        if pipeline is None:
             return 0
         claimed = 0
-        if gateway.accepting:
+        if pipeline.accepting:
             for session_key in await self.inbox.claimable_sessions():
                 claimed += await self.claim(session_key)
         return claimed
@@ -184,8 +182,8 @@ class ClusterWork:
     async def renew(self) -> None:
         """Extend the leases of what this process works on: its busy sessions in Redis, its
         pending entries in the inbox."""
-        if self._gateway is not None:
-            await self.leases.renew(self._gateway.busy_sessions())
+        if self._pipeline is not None:
+            await self.leases.renew(self._pipeline.busy_sessions())
         await self.inbox.renew_leases()
 
     async def _renew_forever(self) -> None:
@@ -218,7 +216,7 @@ class ClusterWork:
         task.add_done_callback(self._tasks.discard)
 
     async def aclose(self) -> None:
-        """Stop claiming and hand the sessions back (after the gateway released its entries),
+        """Stop claiming and hand the sessions back (after the pipeline released its entries),
         so other processes take them at once instead of after a lease."""
         tasks = [t for t in (self._listener, self._renewer, *self._tasks) if t is not None]
         for task in tasks:

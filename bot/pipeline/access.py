@@ -37,7 +37,7 @@ from sqlalchemy import delete, select
 from bot.config import Config
 from bot.storage import Database, SqlChannelState
 from bot.storage.models import ChannelStateRow, utcnow
-from channels import ChatType, InboundMessage
+from channels import Channel, ChatType, InboundMessage
 
 log = structlog.get_logger(__name__)
 
@@ -220,3 +220,26 @@ class AccessPolicy:
 
 def _listed(channel: str, value: str, entries: list[str]) -> bool:
     return value in entries or f"{channel}:{value}" in entries
+
+
+def configured_admin(config: Config, msg: InboundMessage, channel: str) -> bool:
+    """The sender is listed in ``bot.admins`` or ``channels.<name>.admins`` (``id`` or
+    ``channel:id``)."""
+    sender = msg.sender.id
+    channel_admins = getattr(getattr(config.channels, channel, None), "admins", [])
+    admins = {*config.bot.admins, *channel_admins}
+    return sender in admins or f"{channel}:{sender}" in admins
+
+
+async def is_admin(config: Config, msg: InboundMessage, channel: Channel) -> bool:
+    """May stop anyone's run here: everyone in a direct chat, configured admins, and the
+    chat's admins as the platform tells (a failed lookup counts as no)."""
+    if msg.chat.chat_type is ChatType.DIRECT or msg.sender_is_admin:
+        return True
+    if configured_admin(config, msg, channel.name):
+        return True
+    try:
+        return await channel.is_admin(msg.chat, msg.sender.id)
+    except Exception as exc:
+        log.info("admin_check.failed", channel=channel.name, error=str(exc))
+        return False

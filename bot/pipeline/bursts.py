@@ -32,15 +32,15 @@ import asyncio
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from agent_core import RunResult, RunStatus
 from bot.config import BotConfig
+from bot.pipeline.job import Job, ended_ok
 from bot.pipeline.run_registry import RunRegistry
 from bot.pipeline.scheduler import Scheduler
-from bot.pipeline.turn import Job, ended_ok
 from bot.storage.inbox import InboxState, SqlInbox
 from channels import ChatType
 
@@ -73,22 +73,34 @@ class _Interrupted:
     """Why, when everything waiting was dropped (its entries then end with that reason)."""
 
 
+class Turns(Protocol):
+    """What runs a job (:class:`bot.pipeline.turn.TurnRunner`)."""
+
+    async def run(self, job: Job) -> None: ...
+
+    async def dropped(self, job: Job) -> None: ...
+
+
 class Bursts:
+    """In front of the per-session scheduler, which it owns: the scheduler runs each job's turn
+    and hands it back here when it ends (:meth:`ended`)."""
+
     def __init__(
         self,
         config: BotConfig,
-        scheduler: Scheduler[Job],
         registry: RunRegistry,
+        turns: Turns,
         *,
-        on_drop: Callable[[Job], Coroutine[Any, Any, None]],
         inbox: SqlInbox | None = None,
     ) -> None:
         self.debounce = config.debounce_ms / 1000
         self.mode = config.queue_mode
-        self.scheduler = scheduler
         self.registry = registry
         self.inbox = inbox
-        self._on_drop = on_drop
+        self._turns = turns
+        self.scheduler: Scheduler[Job] = Scheduler(
+            turns.run, queue_cap=config.queue_cap, on_drop=self._dropped, on_done=self.ended
+        )
         self._windows: dict[BurstKey, _Window] = {}
         self._interrupted: dict[BurstKey, _Interrupted] = {}
         self._ours: dict[str, Job] = {}
@@ -153,7 +165,7 @@ class Bursts:
                 del self._interrupted[key]
         for job in dropped:
             job.drop_reason = reason
-            self._spawn(self._on_drop(job))
+            self._spawn(self._dropped(job))
         return dropped
 
     def merge(self, jobs: Sequence[Job]) -> Job:
@@ -197,8 +209,13 @@ class Bursts:
             await self.ended(other)
             other.settle(result)
 
+    async def _dropped(self, job: Job) -> None:
+        await self._turns.dropped(job)
+        await self.ended(job)
+
     async def aclose(self) -> None:
-        """Shutdown: what waits here stays queued in the inbox for the next process."""
+        """Shutdown: what waits here or in the scheduler stays queued in the inbox for the
+        next process; what runs is cancelled."""
         self._closed = True
         held: list[Job] = []
         for window in self._windows.values():
@@ -214,6 +231,7 @@ class Bursts:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.scheduler.aclose()
 
     def _window_passed(self, key: BurstKey) -> None:
         window = self._windows.pop(key, None)

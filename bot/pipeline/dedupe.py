@@ -1,10 +1,22 @@
-"""Remembering inbound message ids so a platform retry is processed once."""
+"""Remembering inbound message ids so a platform retry is processed once.
+
+The pipeline's one home for dedupe: the store protocol, the in-memory store, and the check the
+gateway makes. The stores that persist it implement :class:`DedupeStore`: the database's
+(:class:`bot.storage.SqlDedupeStore`, also written by the inbox insert) and the Redis fast path
+in front of it (:class:`bot.cluster.dedupe.FastDedupe`).
+"""
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
 from typing import Protocol
+
+import structlog
+
+from channels import NotAccepted
+
+log = structlog.get_logger(__name__)
 
 
 class DedupeStore(Protocol):
@@ -37,3 +49,21 @@ class MemoryDedupe:
 
     async def forget(self, key: str) -> None:
         self._keys.pop(key, None)
+
+
+async def first_delivery(store: DedupeStore, key: str) -> bool:
+    """Record a message that is not stored in the inbox (a command, a refusal's reply, the
+    terminal chat) as processed; False for a platform's redelivery. Stored messages are
+    deduped by the inbox insert itself, in the same transaction
+    (:meth:`bot.storage.inbox.SqlInbox.accept`).
+
+    Raises ``NotAccepted`` when the record can't be written: the platform delivers again.
+    """
+    try:
+        duplicate = await store.seen(key)
+    except Exception as exc:
+        log.error("inbound.not_accepted", reason="dedupe_failed", error=str(exc))
+        raise NotAccepted("the database is unavailable") from exc
+    if duplicate:
+        log.info("inbound.duplicate", key=key)
+    return not duplicate

@@ -3,8 +3,9 @@
 ``Gateway.handle`` order matters: commands first (so /stop acts at once, never waiting behind
 the run it should stop, and once: they are deduped on their own), then gating and the sender's
 rate limit, then the durable inbox, whose insert records the dedupe key in the same transaction
-(a platform retry is not a new message), then bursts (``bot/pipeline/bursts.py``: debounce and queue
-mode merge a burst into one turn), then the per-session queue.
+(a platform retry is not a new message), then bursts (``bursts.py``: debounce and queue mode
+merge a burst into one turn), which own the per-session scheduler; the scheduler runs the turn
+(``turn.py``) and hands the ended job back to bursts. The gateway is not in that loop.
 
 ``handle`` returns once the message is stored, so a channel acknowledges the platform only for
 what a crash can no longer lose; when it can't be stored (draining, database down) it raises
@@ -25,19 +26,22 @@ from agent_core import EventBus
 from agent_core.orchestration.children import Announcement
 from bot.agents.router import AgentRouter
 from bot.config import Config
-from bot.pipeline.access import AccessPolicy
+from bot.pipeline.access import AccessPolicy, configured_admin
 from bot.pipeline.bursts import Bursts
 from bot.pipeline.commands import HELP_TEXT, Command, parse_command
-from bot.pipeline.dedupe import DedupeStore
+from bot.pipeline.dedupe import DedupeStore, first_delivery
 from bot.pipeline.delivery import send_with_retry
+from bot.pipeline.job import Job
+from bot.pipeline.ports import WorkClaims
 from bot.pipeline.reactions import StatusReactions
 from bot.pipeline.run_registry import RunRegistry
 from bot.pipeline.scheduler import Scheduler
 from bot.pipeline.sender_limits import MemorySenderLimiter, SenderLimiter
 from bot.pipeline.session_keys import session_key
+from bot.pipeline.stop import StopService
 from bot.pipeline.streaming import StreamOptions, streaming_options
-from bot.pipeline.turn import Job, TurnRunner
-from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
+from bot.pipeline.turn import TurnRunner
+from bot.storage.inbox import InboxEntry, SqlInbox
 from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
@@ -47,15 +51,6 @@ ANNOUNCEMENT = "announcement"  # metadata key of a background result's turn: its
 
 class SessionResetter(Protocol):
     async def reset_session(self, session_key: str) -> object: ...
-
-
-class WorkClaims(Protocol):
-    """Several processes share the inbox (``bot/cluster/work.py``): a message is stored
-    unowned and queued by the process that holds its session."""
-
-    def dispatch(self, job: Job) -> None: ...
-
-    async def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> None: ...
 
 
 class Gateway:
@@ -90,18 +85,44 @@ class Gateway:
         self.limiter = limiter
         self.accepting = True
         self.work: WorkClaims | None = None
+        """Set by :meth:`distribute` when several processes share the inbox."""
         self.local_channels: frozenset[str] = frozenset()
         """Channels whose chats live in this process (web chat, terminal): never handed to
         another process, whatever ``work`` says."""
         self.channels: dict[str, Channel] = {}
         self._streams: dict[str, StreamOptions | None] = {}
-        self.turns = TurnRunner(config.bot, router, registry, events, inbox)
-        self.scheduler: Scheduler[Job] = Scheduler(
-            self._execute, queue_cap=config.bot.queue_cap, on_drop=self._dropped
+        self.turns = TurnRunner(
+            config.bot,
+            router,
+            registry,
+            events,
+            inbox,
+            channels=self.channels,
+            channel_ready=channel_ready,
         )
-        self.bursts = Bursts(
-            config.bot, self.scheduler, registry, on_drop=self._dropped, inbox=inbox
-        )
+        self.bursts = Bursts(config.bot, registry, self.turns, inbox=inbox)
+        self.stop = StopService(config, registry, self.bursts)
+
+    @property
+    def scheduler(self) -> Scheduler[Job]:
+        """The per-session scheduler (owned by bursts)."""
+        return self.bursts.scheduler
+
+    def distribute(self, work: WorkClaims) -> None:
+        """Several processes share the inbox from now on (``bot/cluster/work.py``)."""
+        self.work = work
+        self.stop.work = work
+
+    def has_channel(self, name: str) -> bool:
+        return name in self.channels
+
+    def submit(self, job: Job) -> None:
+        """A stored message's job: on to bursts (and from there the scheduler)."""
+        self.bursts.submit(job)
+
+    def drop_waiting(self, key: str, sender: str, *, admin: bool) -> list[Job]:
+        """``/stopall`` received by another process (see :class:`StopService`)."""
+        return self.stop.drop_waiting(key, sender, admin=admin)
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -133,7 +154,7 @@ class Gateway:
         key = session_key(agent_id, msg.chat)
         command = parse_command(msg.text, msg.metadata.get("bot_username"))
         if command is not None:
-            if not await self._first_delivery(msg):
+            if not await first_delivery(self.dedupe, msg.dedupe_key):
                 return None
             await self._command(command, msg, channel, key)
             return None
@@ -146,7 +167,7 @@ class Gateway:
                 chat=msg.chat.chat_id,
                 sender=msg.sender.id,
             )
-            if decision.reply and await self._first_delivery(msg):
+            if decision.reply and await first_delivery(self.dedupe, msg.dedupe_key):
                 await send_with_retry(channel, msg.chat, decision.reply)
             return None
         if not msg.text.strip():
@@ -161,7 +182,7 @@ class Gateway:
             and msg.chat.channel not in self.local_channels
         )
         if self.inbox is None:
-            if not await self._first_delivery(msg):
+            if not await first_delivery(self.dedupe, msg.dedupe_key):
                 return None
         else:
             try:
@@ -195,17 +216,6 @@ class Gateway:
             running=starts,
             owned=owned,
         )
-
-    async def _first_delivery(self, msg: InboundMessage) -> bool:
-        """Record the message as processed; False for a platform's redelivery."""
-        try:
-            duplicate = await self.dedupe.seen(msg.dedupe_key)
-        except Exception as exc:
-            log.error("inbound.not_accepted", reason="dedupe_failed", error=str(exc))
-            raise NotAccepted("the database is unavailable") from exc
-        if duplicate:
-            log.info("inbound.duplicate", key=msg.dedupe_key)
-        return not duplicate
 
     async def announce(self, announcement: Announcement) -> None:
         """A background child's result, as a new turn of the session that started it: the
@@ -278,38 +288,17 @@ class Gateway:
             **replay,
         )
 
-    async def _execute(self, job: Job) -> None:
-        name = job.message.chat.channel
-        try:
-            if job.replayed:
-                if self.channel_ready is not None:
-                    await self.channel_ready(name)
-                # The process that died may have left its progress reaction on the message.
-                await job.reactions.recover()
-            await self.turns.execute(job, self.channels[name])
-        finally:
-            await self.bursts.ended(job)
-
-    async def _dropped(self, job: Job) -> None:
-        await job.reactions.finish(ok=False)
-        if self.inbox is not None:
-            entries = [e for e in (job.inbox_id, *job.absorbed) if e is not None]
-            try:
-                for entry in entries:
-                    await self.inbox.finish(entry, InboxState.DROPPED, job.drop_reason)
-            except Exception as exc:
-                log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
-        job.settle(None)
-        await self.bursts.ended(job)
-
     async def aclose(self) -> None:
         """Shutdown: cancel what waits or runs; the inbox keeps it for the next process."""
         await self.bursts.aclose()
-        await self.scheduler.aclose()
 
     async def _within_rate_limit(self, msg: InboundMessage, channel: Channel) -> bool:
         """Admins are exempt; everyone else gets ``bot.sender_rate_limit`` per channel."""
-        if self.limiter is None or msg.sender_is_admin or self._configured_admin(msg, channel):
+        if (
+            self.limiter is None
+            or msg.sender_is_admin
+            or configured_admin(self.config, msg, channel.name)
+        ):
             return True
         verdict = await self.limiter.allow(f"{channel.name}:{msg.sender.id}")
         if verdict.allowed:
@@ -332,29 +321,14 @@ class Gateway:
                 log.info("rate_limit.notice_failed", channel=channel.name, error=str(exc))
         return False
 
-    def _configured_admin(self, msg: InboundMessage, channel: Channel) -> bool:
-        sender = msg.sender.id
-        channel_admins = getattr(getattr(self.config.channels, channel.name, None), "admins", [])
-        admins = {*self.config.bot.admins, *channel_admins}
-        return sender in admins or f"{channel.name}:{sender}" in admins
-
-    async def _is_admin(self, msg: InboundMessage, channel: Channel) -> bool:
-        if msg.chat.chat_type is ChatType.DIRECT or msg.sender_is_admin:
-            return True
-        if self._configured_admin(msg, channel):
-            return True
-        try:
-            return await channel.is_admin(msg.chat, msg.sender.id)
-        except Exception as exc:
-            log.info("admin_check.failed", channel=channel.name, error=str(exc))
-            return False
-
     async def _command(
         self, command: Command, msg: InboundMessage, channel: Channel, key: str
     ) -> None:
         reply: str
         if command in (Command.STOP, Command.STOPALL):
-            reply = await self._stop(msg, channel, key, everything=command is Command.STOPALL)
+            reply = await self.stop.command(
+                msg, channel, key, everything=command is Command.STOPALL
+            )
         elif command is Command.RESET:
             await self.sessions.reset_session(key)
             reply = "New conversation started."
@@ -362,44 +336,3 @@ class Gateway:
             reply = HELP_TEXT
         log.info("command.handled", command=str(command), session_key=key, sender=msg.sender.id)
         await send_with_retry(channel, msg.chat, reply)
-
-    def drop_waiting(self, key: str, sender: str, *, admin: bool) -> list[Job]:
-        """``/stopall``: drop the session's messages not yet running that ``sender`` may stop
-        (all of them for an admin); returns them."""
-
-        def stoppable(job: Job) -> bool:
-            return admin or job.requester_id == sender
-
-        reason = "stopped by /stopall"
-        dropped = self.bursts.drop_held(key, stoppable, reason)
-        dropped += self.scheduler.drop_queued(key, stoppable)
-        for job in dropped:  # their drop callbacks run later and read the reason
-            job.drop_reason = reason
-        return dropped
-
-    async def _stop(
-        self, msg: InboundMessage, channel: Channel, key: str, *, everything: bool
-    ) -> str:
-        """/stop cancels the newest run the sender may stop; /stopall all of them + the queue.
-
-        In groups only the run's requester or an admin may stop it.
-        """
-        bot = self.config.bot
-        admin = await self._is_admin(msg, channel)
-        sender = msg.sender.id
-        runs = self.registry.runs_of(key)
-        allowed = [run for run in runs if admin or run.requester_id == sender]
-        if everything:
-            dropped = self.drop_waiting(key, sender, admin=admin)
-            if self.work is not None:  # what waits in the process holding the session
-                await self.work.drop_waiting(key, sender, admin=admin)
-            cancelled = sum(1 for run in allowed if self.registry.abort(run.run_id, key))
-            if cancelled or dropped:
-                return bot.stop_reply
-        elif allowed and self.registry.abort(allowed[-1].run_id, key):
-            return bot.stop_reply
-        elif self.bursts.drop_held(key, lambda j: j.requester_id == sender, "stopped by /stop"):
-            return bot.stop_reply  # the sender's burst still waiting to start (bot.debounce_ms)
-        if runs and not allowed:
-            return bot.not_allowed_reply
-        return bot.nothing_to_stop_reply

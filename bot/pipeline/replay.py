@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from bot.pipeline.gateway import Gateway
+from bot.pipeline.ports import Pipeline
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
 from bot.storage.models import utcnow
 
@@ -31,11 +31,11 @@ class ReplayReport:
     failed: int = 0
 
 
-async def replay_pending(gateway: Gateway, inbox: SqlInbox, *, max_age: float) -> ReplayReport:
+async def replay_pending(pipeline: Pipeline, inbox: SqlInbox, *, max_age: float) -> ReplayReport:
     """Queue every pending entry again (start-up: this process is the inbox's only user; with
     several, ``bot/cluster/work.py`` claims what nobody holds instead)."""
     entries = await inbox.take_over()
-    report = await requeue(gateway, inbox, entries, max_age=max_age)
+    report = await requeue(pipeline, inbox, entries, max_age=max_age)
     if report.replayed or report.expired or report.failed:
         log.info(
             "inbox.replay",
@@ -46,17 +46,17 @@ async def replay_pending(gateway: Gateway, inbox: SqlInbox, *, max_age: float) -
     return report
 
 
-async def sweep(gateway: Gateway, inbox: SqlInbox, *, max_age: float) -> ReplayReport:
+async def sweep(pipeline: Pipeline, inbox: SqlInbox, *, max_age: float) -> ReplayReport:
     """One periodic pass: keep this process's leases, take over what nobody holds."""
     await inbox.renew_leases()
-    if not gateway.accepting:
+    if not pipeline.accepting:
         return ReplayReport()
     entries = await inbox.take_over(all_owners=False)
-    return await requeue(gateway, inbox, entries, max_age=max_age)
+    return await requeue(pipeline, inbox, entries, max_age=max_age)
 
 
 async def requeue(
-    gateway: Gateway, inbox: SqlInbox, entries: list[InboxEntry], *, max_age: float
+    pipeline: Pipeline, inbox: SqlInbox, entries: list[InboxEntry], *, max_age: float
 ) -> ReplayReport:
     """Queue entries an earlier process left (expired ones end, a gone channel fails them)."""
     replayed = expired = failed = 0
@@ -75,14 +75,14 @@ async def requeue(
                 max_age_s=max_age,
             )
             expired += 1
-        elif entry.channel not in gateway.channels:
+        elif not pipeline.has_channel(entry.channel):
             await inbox.finish(
                 entry.id, InboxState.FAILED, f"channel {entry.channel!r} is not enabled"
             )
             log.warning("inbox.channel_gone", entry=entry.id, channel=entry.channel)
             failed += 1
         else:
-            gateway.resubmit(entry)
+            pipeline.resubmit(entry)
             log.info(
                 "inbox.requeued",
                 entry=entry.id,

@@ -41,9 +41,13 @@ class Scheduler(Generic[J]):
         *,
         queue_cap: int = 10,
         on_drop: Callable[[J], Coroutine[Any, Any, None]] | None = None,
+        on_done: Callable[[J], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
+        """``execute`` runs a job (the turn); ``on_done`` follows it however it ended, before
+        its lane takes the next job; ``on_drop`` gets a job that will never run."""
         self._execute = execute
         self._on_drop = on_drop
+        self._on_done = on_done
         self.queue_cap = queue_cap
         self._lanes: dict[str, _Lane[J]] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -117,10 +121,17 @@ class Scheduler(Generic[J]):
             return
         while lane.queue and len(lane.running) < lane.queue[0].concurrency:
             job = lane.queue.popleft()
-            task = asyncio.create_task(self._execute(job), name=f"run:{session_key}")
+            task = asyncio.create_task(self._run(job), name=f"run:{session_key}")
             lane.running.add(task)
             task.add_done_callback(partial(self._finished, session_key))
         self._forget_if_idle(session_key)
+
+    async def _run(self, job: J) -> None:
+        try:
+            await self._execute(job)
+        finally:
+            if self._on_done is not None:
+                await self._on_done(job)
 
     def _finished(self, session_key: str, task: asyncio.Task[None]) -> None:
         lane = self._lanes.get(session_key)

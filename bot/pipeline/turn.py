@@ -9,6 +9,7 @@ back for the next process.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -19,68 +20,19 @@ from agent_core.uncancellable import finish_despite_cancel
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import BotConfig
 from bot.pipeline.delivery import deliver, send_with_retry
-from bot.pipeline.reactions import ReactionState, StatusReactions
+from bot.pipeline.job import Job, ended_ok
+from bot.pipeline.reactions import ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
-from bot.pipeline.streaming import StreamedReply, StreamOptions
+from bot.pipeline.streaming import StreamedReply
 from bot.pipeline.streaming.reply import StreamClock
 from bot.pipeline.typing_indicator import TypingIndicator
 from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
-from channels import Channel, InboundMessage, ProgressReporter
+from channels import Channel, ProgressReporter
 
 log = structlog.get_logger(__name__)
 
 UNKNOWN_AGENT = "unknown_agent"  # RunResult.error when the job's agent can't be resolved
-_NOT_OK = (RunStatus.FAILED, RunStatus.BUDGET_EXCEEDED)
-
-
-def ended_ok(result: RunResult | None) -> bool:
-    """The success reaction, or the failure one: a context-budget stop delivers its notice but
-    ends as a failure."""
-    return result is not None and result.status not in _NOT_OK
-
-
 _CHILD_EVENTS = (EventType.CHILD_STARTED, EventType.CHILD_COMPLETED)
-
-
-@dataclass(eq=False)
-class Job:
-    """A message waiting for, or being given, an answer."""
-
-    message: InboundMessage
-    agent_id: str
-    session_key: str
-    concurrency: int
-    run_id: str
-    reactions: StatusReactions
-    inbox_id: int | None = None
-    answer: str | None = None
-    """An answer an earlier process saved but did not finish delivering: no new run."""
-    parts: list[str] = field(default_factory=list)
-    """Platform ids of the chunks of ``answer`` already delivered."""
-    replayed: bool = False
-    started: bool = False
-    """Stored as ``running`` already (it was to start at once): no second write for it."""
-    outcome: tuple[InboxState, str | None] | None = None
-    """How the turn ends, once its answer (or apology, or silence) is fully delivered."""
-    drop_reason: str = "queue full (bot.queue_cap)"
-    stream: StreamOptions | None = None
-    """How this answer streams (``channels.<name>.streaming``), None: sent whole when done."""
-    interrupted: bool = False
-    """Cancelled by a newer message (``bot.queue_mode: interrupt``), not by ``/stop``."""
-    absorbed: list[int] = field(default_factory=list)
-    """Inbox ids of earlier messages of a burst merged into this turn (``bursts.py``): they end
-    with this job's entry."""
-    done: asyncio.Future[RunResult | None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-
-    @property
-    def requester_id(self) -> str:
-        return self.message.sender.id
-
-    def settle(self, result: RunResult | None) -> None:
-        if not self.done.done():
-            self.done.set_result(result)
 
 
 @dataclass
@@ -94,6 +46,32 @@ class TurnRunner:
     """Set before the service cancels what still runs: those turns go back to the inbox
     instead of ending as stopped."""
     stream_clock: StreamClock = field(default_factory=StreamClock)
+    channels: Mapping[str, Channel] = field(default_factory=dict)
+    """The channels by name (the gateway's): where each job's answer goes."""
+    channel_ready: Callable[[str], Awaitable[None]] | None = None
+    """Waits until a channel can send: a replayed job may come before its channel is up."""
+
+    async def run(self, job: Job) -> None:
+        """The scheduler's step: ``job``'s turn, in the channel it came from."""
+        name = job.message.chat.channel
+        if job.replayed:
+            if self.channel_ready is not None:
+                await self.channel_ready(name)
+            # The process that died may have left its progress reaction on the message.
+            await job.reactions.recover()
+        await self.execute(job, self.channels[name])
+
+    async def dropped(self, job: Job) -> None:
+        """``job`` will not run (queue full, ``/stopall``): its reaction and entries end."""
+        await job.reactions.finish(ok=False)
+        if self.inbox is not None:
+            entries = [e for e in (job.inbox_id, *job.absorbed) if e is not None]
+            try:
+                for entry in entries:
+                    await self.inbox.finish(entry, InboxState.DROPPED, job.drop_reason)
+            except Exception as exc:
+                log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
+        job.settle(None)
 
     async def execute(self, job: Job, channel: Channel) -> None:
         """Run the agent for ``job`` and deliver the answer; never raises (except shutdown)."""

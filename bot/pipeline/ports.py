@@ -1,0 +1,51 @@
+"""The pipeline as the cluster sees it, and the cluster as the pipeline sees it.
+
+Several processes share the inbox (``bot/cluster/work.py``): the cluster feeds the pipeline
+what it claims through :class:`Pipeline`, never through the gateway's attributes, and the
+gateway hands stored messages to the cluster through :class:`WorkClaims`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bot.pipeline.job import Job
+from bot.storage.inbox import InboxEntry
+
+
+class Pipeline(Protocol):
+    """What the cluster and replay may do with the message path (:class:`~.gateway.Gateway`)."""
+
+    @property
+    def accepting(self) -> bool:
+        """False once the service is shutting down: claim nothing more."""
+        ...
+
+    def has_channel(self, name: str) -> bool:
+        """A channel of that name runs here (an entry of another can't be answered)."""
+        ...
+
+    def submit(self, job: Job) -> None:
+        """A message received here, stored and claimed: on to bursts and the scheduler."""
+        ...
+
+    def resubmit(self, entry: InboxEntry, *, replayed: bool = True) -> Job:
+        """An inbox entry received elsewhere or left by an earlier process: to the scheduler."""
+        ...
+
+    def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> list[Job]:
+        """``/stopall`` from another process: drop what waits here (the stop service)."""
+        ...
+
+    def busy_sessions(self) -> set[str]:
+        """Sessions with a message waiting or running here (their leases are kept)."""
+        ...
+
+
+class WorkClaims(Protocol):
+    """Several processes share the inbox: a message is stored unowned and queued by the
+    process that holds its session (:class:`bot.cluster.work.ClusterWork`)."""
+
+    def dispatch(self, job: Job) -> None: ...
+
+    async def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> None: ...
