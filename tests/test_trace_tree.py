@@ -16,8 +16,8 @@ import yaml
 
 from agent_core.tracing import SpanKind, Trace, new_trace, render_tree, tool_span_id
 from bot import cli
-from bot.cli.traces import child_traces
 from bot.storage import Database, SqlTraceStore, open_database
+from bot.storage.traces import child_traces
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

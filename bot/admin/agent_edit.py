@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.app import Loopgate
-from bot.cli.agents import SETTABLE
 from bot.config import AgentConfig
+from bot.config.agents import SETTABLE
 from bot.storage import SqlAgentStore, StoredAgent
 
 INT_FIELDS = frozenset({"max_iterations"})

@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 from bot.admin import agent_edit, queries, suggestions
 from bot.admin.context import Admin, Who, form_fields, json_response, prefix
 from bot.admin.gate import Handler, guard, is_api, logout
-from bot.cli.agents import SETTABLE
+from bot.config.agents import SETTABLE
 
 STATIC_TYPES = {"admin.js": "text/javascript", "admin.css": "text/css"}
 

@@ -16,12 +16,12 @@ from sqlalchemy import func, select
 from agent_core.tracing import Span, Trace
 from bot.admin.runs import chat_of
 from bot.app import Loopgate
-from bot.cli.traces import child_traces
 from bot.http.health import health_report
 from bot.redaction import redact, redact_tree
 from bot.storage import SqlTraceStore
 from bot.storage.inbox import InboxEntry
 from bot.storage.models import MessageRow, SessionRow, utcnow
+from bot.storage.traces import child_traces
 
 MAX_LIMIT = 500
 

@@ -17,13 +17,11 @@ from pydantic import ValidationError
 
 from bot.cli.database import with_database
 from bot.config import AgentConfig, Config
+from bot.config.agents import SETTABLE
 
 if TYPE_CHECKING:  # the storage stack is imported on use: `loopgate --help` stays quick
     from bot.agents.router import AgentRouter
     from bot.storage import SqlAgentStore, StoredAgent
-
-# ``loopgate agents set`` option → AgentConfig field.
-SETTABLE = ("provider", "model", "system_prompt", "max_iterations")
 
 
 async def _with_store(

@@ -8,15 +8,13 @@ run), so one tree shows everything a message caused.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from typing import TextIO
 
 from agent_core.tracing import Trace, render_tree
 from bot.cli.database import with_database
 from bot.config import Config
 from bot.storage import Database, SqlTraceStore
-
-MAX_DEPTH = 5
+from bot.storage.traces import child_traces
 
 
 async def print_traces(
@@ -43,30 +41,3 @@ async def print_traces(
         print("\n".join(render_tree(trace, children)), file=out)
         print(file=out)
     return 0
-
-
-async def child_traces(
-    store: SqlTraceStore, parents: Sequence[Trace], *, depth: int = MAX_DEPTH
-) -> dict[str, list[Trace]]:
-    """The runs started by ``parents`` and by their children, ``depth`` levels down, keyed by
-    the span that started each (what :func:`render_tree` takes). A child whose span is not in
-    its parent's trace (e.g. the parent was cut short) goes under the parent's root span."""
-    by_span: dict[str, list[Trace]] = {}
-    seen = {t.id for t in parents}
-    level = list(parents)
-    for _ in range(depth):
-        found = [t for t in await store.children_of([p.id for p in level]) if t.id not in seen]
-        if not found:
-            break
-        by_id = {p.id: p for p in level}
-        for child in found:
-            seen.add(child.id)
-            parent = by_id[child.parent_trace_id or ""]
-            spans = {s.id for s in parent.spans}
-            key = child.parent_span_id if child.parent_span_id in spans else None
-            if key is None and parent.spans:
-                key = parent.root.id
-            if key is not None:
-                by_span.setdefault(key, []).append(child)
-        level = found
-    return by_span

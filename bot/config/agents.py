@@ -15,6 +15,10 @@ from pydantic import ByteSize, Field, field_validator, model_validator
 from bot.config.base import StrictModel
 from bot.config.evolution import EvolutionGuardrails
 
+SETTABLE = ("provider", "model", "system_prompt", "max_iterations")
+"""AgentConfig fields an operator may change at run time (``loopgate agents set``, the
+dashboard): stored in the database over the config.yaml entry."""
+
 
 class ContextPruningConfig(StrictModel):
     """Context pruning (agent-loop spec section 6); ``mode: off`` disables it."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import structlog
 
 from bot.evolution.apply import AgentView, revert_change, view_agent
 from bot.evolution.guardrails import locked_by, within_cap
+from bot.evolution.host import CycleHost
 from bot.evolution.metrics import compute_metrics
 from bot.evolution.records import (
     AgentMetrics,
@@ -28,9 +28,6 @@ from bot.evolution.rules import Finding
 from bot.evolution.store import fingerprint, history_event
 from bot.storage.models import utcnow
 
-if TYPE_CHECKING:
-    from bot.evolution.service import EvolutionService
-
 log = structlog.get_logger(__name__)
 
 JUDGE_MIN_RUNS = 20
@@ -42,7 +39,7 @@ _CLOSED = (SuggestionStatus.REJECTED, SuggestionStatus.ROLLED_BACK, SuggestionSt
 
 
 class Cycle:
-    def __init__(self, service: EvolutionService, now: datetime) -> None:
+    def __init__(self, service: CycleHost, now: datetime) -> None:
         self.service = service
         self.now = now
         self.created: list[Suggestion] = []

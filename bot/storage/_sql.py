@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 
-if TYPE_CHECKING:
-    from bot.storage.db import Database
+
+class Dialected(Protocol):
+    """A database that names its dialect (:class:`bot.storage.db.Database`)."""
+
+    @property
+    def dialect(self) -> str: ...
+
 
 NUL_REPLACEMENT = "\ufffd"
 
@@ -20,7 +25,7 @@ def dump_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def upsert_insert(db: Database, table: Any) -> postgresql.Insert | sqlite.Insert:
+def upsert_insert(db: Dialected, table: Any) -> postgresql.Insert | sqlite.Insert:
     """An INSERT that has ``on_conflict_do_update/nothing``; both dialects spell them alike."""
     return dialect_insert(db.dialect, table)
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from sqlalchemy import Connection, bindparam, delete, insert
@@ -27,8 +28,15 @@ from sqlalchemy.exc import IntegrityError
 from bot.storage._sql import table_of
 from bot.storage.models import SpanRow, TraceRow
 
-if TYPE_CHECKING:
-    from bot.storage.db import Database
+T = TypeVar("T")
+
+
+class WriteLane(Protocol):
+    """Where a trace batch is written: one write transaction
+    (:meth:`bot.storage.db.Database.run_write`)."""
+
+    async def run_write(self, work: Callable[[Connection], T], *, urgent: bool = False) -> T: ...
+
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +66,7 @@ class TraceRows:
 class TraceWriter:
     """The database's queue of traces to write (one per :class:`~bot.storage.db.Database`)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: WriteLane) -> None:
         self._db = db
         self._queued: dict[str, TraceRows] = {}
         self._task: asyncio.Task[None] | None = None

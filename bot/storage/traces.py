@@ -20,6 +20,9 @@ from bot.storage.db import Database
 from bot.storage.models import SpanRow, TraceRow
 from bot.storage.trace_writer import TraceRows
 
+MAX_DEPTH = 5
+"""How many levels of runs started by runs (``delegate``, ``spawn``) a trace tree shows."""
+
 
 class SqlTraceStore:
     """Implements :class:`agent_core.store.TraceStore`."""
@@ -160,3 +163,30 @@ def _to_trace(row: TraceRow, spans: list[Span]) -> Trace:
         parent_trace_id=row.parent_trace_id,
         parent_span_id=row.parent_span_id,
     )
+
+
+async def child_traces(
+    store: SqlTraceStore, parents: Sequence[Trace], *, depth: int = MAX_DEPTH
+) -> dict[str, list[Trace]]:
+    """The runs started by ``parents`` and by their children, ``depth`` levels down, keyed by
+    the span that started each (what :func:`render_tree` takes). A child whose span is not in
+    its parent's trace (e.g. the parent was cut short) goes under the parent's root span."""
+    by_span: dict[str, list[Trace]] = {}
+    seen = {t.id for t in parents}
+    level = list(parents)
+    for _ in range(depth):
+        found = [t for t in await store.children_of([p.id for p in level]) if t.id not in seen]
+        if not found:
+            break
+        by_id = {p.id: p for p in level}
+        for child in found:
+            seen.add(child.id)
+            parent = by_id[child.parent_trace_id or ""]
+            spans = {s.id for s in parent.spans}
+            key = child.parent_span_id if child.parent_span_id in spans else None
+            if key is None and parent.spans:
+                key = parent.root.id
+            if key is not None:
+                by_span.setdefault(key, []).append(child)
+        level = found
+    return by_span
