@@ -44,7 +44,13 @@ class Turn:
         self.registry = LocalRunRegistry()
         self.events = EventBus()
         self.inbox = inbox
-        self.runner = TurnRunner(self.config, self.agent, self.registry, self.events, inbox)  # type: ignore[arg-type]
+        self.runner = TurnRunner(
+            config=self.config,
+            router=self.agent,  # type: ignore[arg-type]
+            registry=self.registry,
+            events=self.events,
+            inbox=inbox,
+        )
 
     async def job(
         self,
