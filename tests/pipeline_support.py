@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core import RunRequest, RunResult, RunStatus
-from bot.agents import UnknownAgent
+from bot.agents.router import UnknownAgent
 from bot.storage import Database, open_database
 from bot.storage.inbox import SqlInbox
 from channels import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender

@@ -10,32 +10,31 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from agent_core import RunResult, RunStatus
-from bot.bursts import Bursts
 from bot.config import BotConfig
-from bot.reactions import StatusReactions
-from bot.run_registry import ActiveRun, LocalRunRegistry
-from bot.scheduler import Scheduler
-from bot.session_keys import session_key
-from bot.turn import Job
+from bot.pipeline.bursts import Bursts
+from bot.pipeline.job import Job
+from bot.pipeline.reactions import StatusReactions
+from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
+from bot.pipeline.scheduler import Scheduler
+from bot.pipeline.session_keys import session_key
 from channels import ChatRef, MessageRef
 from tests.pipeline_support import DM, GROUP, RecordingChannel, message, notify, settled, until
 
 
 class Turns:
     """Runs jobs as ``TurnRunner`` would, as far as bursts can tell: registered in the run
-    registry while running, settled with their result, ``Bursts.ended`` after. A run waits
-    until the test releases it (``release``) or is cancelled."""
+    registry while running, settled with their result (the scheduler calls ``Bursts.ended``).
+    A run waits until the test releases it (``release``) or is cancelled."""
 
     def __init__(self, **bot: Any) -> None:
         self.config = BotConfig.model_validate(bot)
         self.channel = RecordingChannel()
         self.registry = LocalRunRegistry()
-        self.scheduler: Scheduler[Job] = Scheduler(
-            self.execute, queue_cap=self.config.queue_cap, on_drop=self.on_drop
-        )
-        self.bursts = Bursts(self.config, self.scheduler, self.registry, on_drop=self.on_drop)
+        # Bursts own the scheduler; it runs ``run`` and hands each ended job back to them.
+        self.bursts = Bursts(self.config, self.registry, self)
+        self.scheduler: Scheduler[Job] = self.bursts.scheduler
         self.started: list[Job] = []
-        self.dropped: list[Job] = []
+        self.drops: list[Job] = []
         self.gates: dict[str, asyncio.Event] = {}
         self.changed = asyncio.Condition()
         self.hold = False
@@ -66,7 +65,7 @@ class Turns:
     def release(self, text: str) -> None:
         self.gates.setdefault(text, asyncio.Event()).set()
 
-    async def execute(self, job: Job) -> None:
+    async def run(self, job: Job) -> None:
         task = asyncio.current_task()
         assert task is not None
         self.registry.register(
@@ -84,12 +83,10 @@ class Turns:
             self.registry.unregister(job.run_id)
             await job.reactions.finish(ok=True)
             job.settle(result)
-            await self.bursts.ended(job)
 
-    async def on_drop(self, job: Job) -> None:
-        self.dropped.append(job)
+    async def dropped(self, job: Job) -> None:
+        self.drops.append(job)
         job.settle(None)
-        await self.bursts.ended(job)
         await notify(self.changed)
 
     async def wait_for(self, predicate: Any, timeout: float = 5) -> None:
@@ -103,7 +100,6 @@ async def turns(**bot: Any) -> AsyncIterator[Turns]:
         yield t
     finally:
         await t.bursts.aclose()
-        await t.scheduler.aclose()
 
 
 class TestDebounce:
@@ -185,8 +181,8 @@ class TestDropHeld:
             )
             assert dropped == [alice]
             assert await settled(alice.done) == [None]
-            await t.wait_for(lambda: t.dropped)
-            assert t.dropped == [alice] and alice.drop_reason == "stopped by /stop"
+            await t.wait_for(lambda: t.drops)
+            assert t.drops == [alice] and alice.drop_reason == "stopped by /stop"
             assert not bob.done.done() and t.bursts.sessions == {bob.session_key}
             assert t.bursts.drop_held(bob.session_key, lambda job: True, "stopped") == [bob]
             assert t.bursts.sessions == set() and t.started == []
@@ -204,7 +200,7 @@ class TestDropHeld:
             t.submit(job)
             await t.bursts.aclose()
             assert await settled(job.done) == [None]
-            assert t.started == [] and t.dropped == []
+            assert t.started == [] and t.drops == []
 
 
 async def two_behind_a_run(t: Turns) -> list[Job]:
@@ -305,6 +301,6 @@ class TestQueueModes:
             dropped = t.bursts.drop_held(two.session_key, lambda job: True, "stopped by /stopall")
             assert dropped == [two]
             await settled(one.done, two.done)
-            await t.wait_for(lambda: t.dropped)
+            await t.wait_for(lambda: t.drops)
             assert t.texts() == ["one"]  # nothing answered after all
             assert t.bursts.sessions == set()

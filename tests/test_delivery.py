@@ -1,12 +1,12 @@
-"""``bot/delivery.py`` on its own: ``deliver`` (NO_REPLY, chunking, resume after a crash) and
-``send_with_retry`` (a platform's RetryAfter), against a recording channel."""
+"""``bot/pipeline/delivery.py`` alone: ``deliver`` (NO_REPLY, chunking, resume after a crash)
+and ``send_with_retry`` (a platform's RetryAfter), against a recording channel."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.chunking import render_chunks
-from bot.delivery import MAX_RETRY_AFTER, MAX_SEND_ATTEMPTS, deliver, send_with_retry
+from bot.pipeline.chunking import render_chunks
+from bot.pipeline.delivery import MAX_RETRY_AFTER, MAX_SEND_ATTEMPTS, deliver, send_with_retry
 from channels import Capabilities, Forbidden, RetryAfter
 from tests.pipeline_support import DM, RecordingChannel
 

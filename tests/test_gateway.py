@@ -12,15 +12,15 @@ import pytest
 
 from agent_core import EventBus, RunRequest, RunResult, RunStatus
 from agent_core.orchestration.children import Announcement, ChildRun
-from bot.access import Decision
-from bot.commands import HELP_TEXT
 from bot.config import Config, parse_config
-from bot.dedupe import MemoryDedupe
-from bot.gateway import Gateway
-from bot.run_registry import LocalRunRegistry
-from bot.session_keys import session_key
+from bot.pipeline.access import Decision
+from bot.pipeline.commands import HELP_TEXT
+from bot.pipeline.dedupe import MemoryDedupe
+from bot.pipeline.gateway import Gateway
+from bot.pipeline.job import Job
+from bot.pipeline.run_registry import LocalRunRegistry
+from bot.pipeline.session_keys import session_key
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
-from bot.turn import Job
 from channels import ChatRef, ChatType, InboundMessage, NotAccepted
 from tests.pipeline_support import (
     DM,

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from agent_core import Event, EventBus, EventType, RunResult, RunStatus
-from bot.chunking import render_chunks
 from bot.config import BotConfig
-from bot.reactions import StatusReactions
-from bot.run_registry import LocalRunRegistry
-from bot.session_keys import session_key
+from bot.pipeline.chunking import render_chunks
+from bot.pipeline.job import Job
+from bot.pipeline.reactions import StatusReactions
+from bot.pipeline.run_registry import LocalRunRegistry
+from bot.pipeline.session_keys import session_key
+from bot.pipeline.turn import TurnRunner
 from bot.storage.inbox import InboxState, SqlInbox
-from bot.turn import Job, TurnRunner
 from channels import Capabilities, ChatRef, Forbidden, MessageRef
 from tests.pipeline_support import (
     DM,
