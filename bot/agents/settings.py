@@ -15,7 +15,7 @@ from agent_core import AgentSettings
 from agent_core.orchestration.modes import OrchestrationProfile
 from agent_core.settings import CompactionSettings, MemoryFlushSettings, PruningSettings
 from bot.config import AgentConfig, AgentDefaults, Config
-from bot.evolution.guardrails import resolve_guardrails
+from bot.config.agents import resolve_guardrails
 
 log = structlog.get_logger(__name__)
 

@@ -166,3 +166,12 @@ class AgentsConfig(StrictModel):
             raise ValueError(f"agent {clash[0]!r} is defined both under agents.list and agents.*")
         rest = {k: v for k, v in data.items() if k not in named}
         return {**rest, "list": [*listed, *({"id": k, **v} for k, v in named.items())]}
+
+
+def resolve_guardrails(defaults: AgentDefaults, agent: AgentConfig | None) -> EvolutionGuardrails:
+    """Key by key, like ``context_pruning``: ``agents.<id>.evolution_guardrails`` overrides
+    ``agents.defaults.evolution_guardrails`` only in the keys it sets."""
+    base = defaults.evolution_guardrails
+    if agent is None or agent.evolution_guardrails is None:
+        return base
+    return base.model_copy(update=agent.evolution_guardrails.model_dump(exclude_unset=True))

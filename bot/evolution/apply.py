@@ -15,13 +15,12 @@ from typing import Any
 from bot.agents.router import merge_agent
 from bot.agents.settings import agent_settings
 from bot.config import Config
-from bot.config.agents import AgentConfig
+from bot.config.agents import AgentConfig, resolve_guardrails
 from bot.config.evolution import EvolutionGuardrails
 from bot.evolution.guardrails import (
     PROMPT_TARGET,
     TOOL_POLICY_TARGET,
     TUNABLE_PARAMS,
-    resolve_guardrails,
 )
 from bot.evolution.records import ChangeKind
 from bot.storage import SqlAgentStore

@@ -1,33 +1,23 @@
 """The guardrails as checks: which names a change touches, whether they are locked, and how
 far a numeric parameter may move in one cycle.
 
-Resolution is key by key, like ``context_pruning``: ``agents.<id>.evolution_guardrails``
-overrides ``agents.defaults.evolution_guardrails`` only in the keys it sets.
+Which guardrails hold for an agent is configuration
+(:func:`bot.config.agents.resolve_guardrails`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.config.evolution import EvolutionGuardrails
 from bot.evolution.records import ChangeKind
-
-if TYPE_CHECKING:
-    from bot.config.agents import AgentConfig, AgentDefaults
 
 TUNABLE_PARAMS = ("max_iterations", "max_tool_calls", "history_limit")
 """Numeric agent keys a suggestion may change (each an int field of AgentConfig)."""
 
 PROMPT_TARGET = "system_prompt"
 TOOL_POLICY_TARGET = "disabled_tools"
-
-
-def resolve_guardrails(defaults: AgentDefaults, agent: AgentConfig | None) -> EvolutionGuardrails:
-    base = defaults.evolution_guardrails
-    if agent is None or agent.evolution_guardrails is None:
-        return base
-    return base.model_copy(update=agent.evolution_guardrails.model_dump(exclude_unset=True))
 
 
 def touched(change: dict[str, Any]) -> set[str]:
