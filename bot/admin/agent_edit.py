@@ -16,12 +16,13 @@ from bot.agents.router import AgentRouter, UnknownAgent
 from bot.app import Loopgate
 from bot.config import AgentConfig
 from bot.config.agents import SETTABLE
+from bot.errors import BotError
 from bot.storage import SqlAgentStore, StoredAgent
 
 INT_FIELDS = frozenset({"max_iterations"})
 
 
-class AgentEditError(ValueError):
+class AgentEditError(BotError, ValueError):
     """A change that can't be stored; ``problems`` maps a field to what is wrong with it."""
 
     def __init__(self, problems: dict[str, str]) -> None:

@@ -44,11 +44,12 @@ from agent_core.self_evolution import add_self_evolution_tools
 from agent_core.store import SessionStore, TraceStore
 from bot.agents.settings import agent_settings
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
+from bot.errors import BotError
 
 log = structlog.get_logger(__name__)
 
 
-class UnknownAgent(LookupError):
+class UnknownAgent(BotError, LookupError):
     """The message names an agent that is neither configured, stored nor defined at runtime."""
 
     def __init__(self, agent_id: str, known: list[str], stored: Sequence[str] = ()) -> None:

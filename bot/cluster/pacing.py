@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from bot.cluster.connection import RedisLink, RedisState
 from bot.cluster.poller_lease import token_digest
+from bot.errors import BotError
 from channels.protocol import PaceBucket
 
 _TAKE = """
@@ -61,7 +62,7 @@ return 1
 """
 
 
-class RedisUnavailable(ConnectionError):
+class RedisUnavailable(BotError, ConnectionError):
     """Redis is known to be down: fail at once rather than after the client's timeout."""
 
 

@@ -13,12 +13,14 @@ import json
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bot.errors import BotError
+
 log = structlog.get_logger(__name__)
 
 LIMITED_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-class _TooLarge(Exception):
+class _TooLarge(BotError):
     pass
 
 

@@ -1,7 +1,8 @@
 """Errors of the storage layer.
 
-StorageError
-└── SessionNotFound    an operation needs a session row that does not exist
+BotError (bot.errors)
+└── StorageError
+    └── SessionNotFound    an operation needs a session row that does not exist
 
 Errors while a statement runs after start-up (constraint violations, a dropped connection)
 propagate as SQLAlchemy exceptions: callers either let them fail the request or log them, and
@@ -10,8 +11,10 @@ wrapping every statement would only hide the driver's detail.
 
 from __future__ import annotations
 
+from bot.errors import BotError
 
-class StorageError(Exception):
+
+class StorageError(BotError):
     """The database cannot be opened or used; the message never contains a password."""
 
 

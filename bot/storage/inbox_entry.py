@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.errors import BotError
 from bot.storage._sql import clean, clean_optional
 from bot.storage.models import InboxRow
 from channels import ChatRef, ChatType, InboundMessage, Sender
@@ -24,7 +25,7 @@ class InboxState(enum.StrEnum):
 PENDING = (InboxState.QUEUED, InboxState.RUNNING)
 
 
-class EntryTakenOver(Exception):
+class EntryTakenOver(BotError):
     """Another process holds this entry now (this one lost its lease): stop working on it."""
 
 
