@@ -1,63 +1,103 @@
-"""The agent core: knows LLMs, nothing of platforms."""
+"""The agent core: knows LLMs, nothing of platforms.
 
-from agent_core.errors import (
-    AgentError,
-    ConfigError,
-    MaxIterationsExceeded,
-    ProviderError,
-    ProviderTimeout,
-    ProviderUnavailable,
-    RateLimited,
-    ToolError,
+The bot reaches agent_core only through five front doors: this package and the subpackages
+``agent_core.providers``, ``agent_core.tools``, ``agent_core.orchestration`` and
+``agent_core.mcp``. ``__all__`` here lists what the bot takes from this one; other names stay in
+their modules (``agent_core.errors``, ``agent_core.messages``...).
+"""
+
+from agent_core.bootstrap import (
+    AGENT_LEVEL_FILES,
+    MINIMAL_FILES,
+    STANDARD_FILES,
+    USER_MD,
+    AgentType,
+    ContextFile,
+    PromptMode,
+    Workspaces,
+    truncate_for_prompt,
 )
-from agent_core.events import Event, EventBus, EventType
+from agent_core.events import Event, EventBus, EventType, Subscriber
+from agent_core.hooks import PreToolUseHook
+from agent_core.locks import SharedLocks
 from agent_core.loop import Loop
+from agent_core.memory import (
+    FileStamp,
+    MemoryDocument,
+    MemoryHit,
+    MemoryIndex,
+    memory_tools,
+    query_terms,
+)
 from agent_core.messages import Message, SessionHistory, ToolCall, Usage
-from agent_core.providers import ModelRequest, ModelResponse, OfflineProvider, Provider
-from agent_core.run import NO_REPLY, RunRequest, RunResult, RunStatus
-from agent_core.settings import AgentSettings
-from agent_core.skills import Skill, discover_skills
+from agent_core.prompt import PromptContext, find_skills, render_with_markers
+from agent_core.run import RunRequest, RunResult, RunStatus, is_no_reply
+from agent_core.sanitize import sanitize_output
+from agent_core.self_evolution import add_self_evolution_tools
+from agent_core.settings import (
+    AgentSettings,
+    CompactionSettings,
+    MemoryFlushSettings,
+    PruningSettings,
+)
 from agent_core.store import MemoryStore, SessionStore, TraceStore
-from agent_core.tools import FILE_TOOLS, SKILL_TOOLS, Tool, ToolContext, ToolRegistry
-from agent_core.tracing import Span, SpanKind, Trace
+from agent_core.stream_sanitize import safe_preview
+from agent_core.tools import FILE_TOOLS, SKILL_TOOLS, Tool, ToolRegistry
+from agent_core.tracing import Span, SpanKind, Trace, render_tree
+from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel
 
 __all__ = [
+    "AGENT_LEVEL_FILES",
     "FILE_TOOLS",
-    "NO_REPLY",
+    "MINIMAL_FILES",
     "SKILL_TOOLS",
-    "AgentError",
+    "STANDARD_FILES",
+    "USER_MD",
     "AgentSettings",
-    "ConfigError",
+    "AgentType",
+    "CompactionSettings",
+    "ContextFile",
     "Event",
     "EventBus",
     "EventType",
+    "FileStamp",
     "Loop",
-    "MaxIterationsExceeded",
+    "MemoryDocument",
+    "MemoryFlushSettings",
+    "MemoryHit",
+    "MemoryIndex",
     "MemoryStore",
     "Message",
-    "ModelRequest",
-    "ModelResponse",
-    "OfflineProvider",
-    "Provider",
-    "ProviderError",
-    "ProviderTimeout",
-    "ProviderUnavailable",
-    "RateLimited",
+    "PreToolUseHook",
+    "PromptContext",
+    "PromptMode",
+    "PruningSettings",
     "RunRequest",
     "RunResult",
     "RunStatus",
     "SessionHistory",
     "SessionStore",
-    "Skill",
+    "SharedLocks",
     "Span",
     "SpanKind",
+    "Subscriber",
     "Tool",
     "ToolCall",
-    "ToolContext",
-    "ToolError",
     "ToolRegistry",
     "Trace",
     "TraceStore",
     "Usage",
-    "discover_skills",
+    "Workspaces",
+    "add_self_evolution_tools",
+    "cancel_and_wait",
+    "find_skills",
+    "finish_despite_cancel",
+    "is_no_reply",
+    "memory_tools",
+    "query_terms",
+    "render_tree",
+    "render_with_markers",
+    "safe_preview",
+    "sanitize_output",
+    "truncate_for_prompt",
 ]

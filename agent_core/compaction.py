@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
+from agent_core.errors import AgentError
 from agent_core.locks import Lease, SharedLocks
 from agent_core.messages import Message
 from agent_core.providers.base import ModelRequest, Provider
@@ -42,7 +43,7 @@ SUMMARY_INSTRUCTIONS = (
 TRANSCRIPT_ITEM_CHARS = 2_000  # per message in the text handed to the summarizer
 
 
-class NotCompacted(Exception):
+class NotCompacted(AgentError):
     """Nothing was compacted (no clean split point, or the summary came back empty)."""
 
 

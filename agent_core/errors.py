@@ -7,7 +7,16 @@ AgentError
 │   ├── ProviderTimeout    connect/read timeout
 │   └── ProviderUnavailable  5xx or connection failure
 ├── ToolError              a tool failed; becomes an error tool result, never a crash
-└── MaxIterationsExceeded  the loop hit its iteration cap
+├── MaxIterationsExceeded  the loop hit its iteration cap
+├── NotCompacted           compaction found nothing to do (agent_core.compaction)
+├── TaskConflict           a team task is not in a state that allows the change
+│                          (agent_core.orchestration.records)
+├── DeltaHandlerFailed     carries a stream callback's own failure past the provider's error
+│                          translation (agent_core.providers.transport)
+└── WorkspaceEscape        a path outside the workspace; also a ValueError (agent_core.workspace)
+
+Outside it on purpose: ``agent_core.testing.UnexpectedModelCall``, a test double's
+AssertionError that must not be handled like an agent failure.
 """
 
 from __future__ import annotations

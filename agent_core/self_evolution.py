@@ -12,15 +12,11 @@ write agent-level files.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agent_core.bootstrap import SOUL_MD, AgentType
+from agent_core.prompt_types import PromptView
 from agent_core.settings import AgentSettings
 from agent_core.tools.base import ToolRegistry
 from agent_core.tools.soul import SOUL_UPDATE, soul_update_tool
-
-if TYPE_CHECKING:
-    from agent_core.prompt import PromptContext
 
 
 def evolves_soul(settings: AgentSettings) -> bool:
@@ -33,7 +29,7 @@ def add_self_evolution_tools(tools: ToolRegistry, settings: AgentSettings) -> No
         tools.register(soul_update_tool(settings))
 
 
-def self_evolution(ctx: PromptContext) -> str | None:
+def self_evolution(ctx: PromptView) -> str | None:
     if not ctx.full or not evolves_soul(ctx.settings):
         return None
     if ctx.file(SOUL_MD) is None or SOUL_UPDATE not in ctx.tools:

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from agent_core.errors import AgentError
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")
 
 
-class WorkspaceEscape(ValueError):
+class WorkspaceEscape(AgentError, ValueError):
     """A path that would resolve outside the workspace."""
 
 

@@ -4,7 +4,8 @@ ChannelError
 ├── RetryAfter        the platform asked us to slow down (429); carries the delay
 ├── Forbidden         the bot may not act there (kicked, blocked, missing scope)
 ├── BadRequest        the platform refused the request as malformed (never retried)
-└── NotAccepted       the bot could not take an inbound message now: don't acknowledge it
+├── NotAccepted       the bot could not take an inbound message now: don't acknowledge it
+└── StreamUnsupported the platform refused its native stream (channels.protocol)
 """
 
 from __future__ import annotations

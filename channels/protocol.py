@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 from starlette.requests import Request
 from starlette.responses import Response
 
+from channels.errors import ChannelError
 from channels.types import Capabilities, ChatRef, InboundMessage, MessageRef
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
@@ -82,7 +83,7 @@ class MessageEditor(Protocol):
         """Remove a sent message; False when the platform refuses (too old, not allowed)."""
 
 
-class StreamUnsupported(Exception):
+class StreamUnsupported(ChannelError):
     """The platform refused its native stream for this chat before anything was shown: the
     bot streams by send + edit instead."""
 

@@ -15,13 +15,12 @@ from agent_core import (
     EventType,
     Loop,
     MemoryStore,
-    ProviderUnavailable,
-    RateLimited,
     RunRequest,
     RunStatus,
     Tool,
     ToolRegistry,
 )
+from agent_core.errors import ProviderUnavailable, RateLimited
 from agent_core.retry import RetryPolicy
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 

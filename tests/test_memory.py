@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from agent_core import EventBus, MemoryStore, RunRequest, RunStatus, ToolError
+from agent_core import EventBus, MemoryStore, RunRequest, RunStatus
 from agent_core.context_budget import BUDGET_EXCEEDED_REPLY
+from agent_core.errors import ToolError
 from agent_core.memory import (
     FileStamp,
     MemoryDocument,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import agent_core.tools.files as files_module
-from agent_core import ToolError
+from agent_core.errors import ToolError
 from agent_core.orchestration.modes import resolve_profile
 from agent_core.orchestration.records import Team, TeamSettings, WorkspaceScope
 from agent_core.orchestration.workspaces import (

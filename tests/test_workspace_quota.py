@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 import agent_core.tools.files as files_module
-from agent_core import EventBus, MemoryStore, RunRequest, ToolError
+from agent_core import EventBus, MemoryStore, RunRequest
+from agent_core.errors import ToolError
 from agent_core.memory import MemoryDocument, MemoryHit, memory_tools
 from agent_core.memory_flush import run_memory_flush
 from agent_core.messages import Message

@@ -28,8 +28,8 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation
 from mcp.types import Tool as McpTool
 from mcp.types import ToolListChangedNotification as ToolsChanged
 
+import agent_core.mcp.convert as convert
 from agent_core.errors import ToolError
-from agent_core.mcp import convert
 from agent_core.mcp.failures import Redactor, describe, unavailable
 from agent_core.mcp.probes import check_alive, is_modern, list_tools
 from agent_core.mcp.servers import ServerSpec, ServerState

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agent_core.mcp.search import MCP_TOOL_SEARCH
+from agent_core.prompt_types import PromptView
 from agent_core.tools.base import Tool
-
-if TYPE_CHECKING:
-    from agent_core.prompt import PromptContext
 
 MCP_SOURCE = "mcp:"
 _DESCRIPTION_CHARS = 300  # the full description is in the tool definition
@@ -29,7 +25,7 @@ def _short(description: str) -> str:
     return " ".join(description.split())[:_DESCRIPTION_CHARS]
 
 
-def mcp_tools(ctx: PromptContext) -> str | None:
+def mcp_tools(ctx: PromptView) -> str | None:
     """Section 10 (inline, with their real descriptions) or 11 (search mode)."""
     deferred = [t for t in ctx.tools.deferred.values() if is_mcp(t)]
     if deferred and MCP_TOOL_SEARCH in ctx.tools:

@@ -9,7 +9,7 @@ from typing import Any
 
 from mcp.types import Tool as McpTool
 
-from agent_core.mcp import convert
+import agent_core.mcp.convert as convert
 from agent_core.mcp.naming import namespaced_names
 from agent_core.mcp.servers import ServerSpec
 from agent_core.tools.base import Tool, ToolContext, ToolHandler, ToolKind

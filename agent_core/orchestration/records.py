@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from agent_core.errors import AgentError
+
 
 class LinkDirection(enum.StrEnum):
     OUTBOUND = "outbound"  # source may delegate to target
@@ -98,7 +100,7 @@ class TeamTask:
     comments: tuple[TaskComment, ...] = ()
 
 
-class TaskConflict(Exception):
+class TaskConflict(AgentError):
     """The task is not in a state that allows the change (already claimed, finished, …)."""
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import agent_core.orchestration.arguments as arg
 from agent_core.errors import ToolError
-from agent_core.orchestration import arguments as arg
 from agent_core.orchestration.children import Orchestrator
 from agent_core.orchestration.modes import TEAM_TASKS
 from agent_core.orchestration.records import TaskConflict, TaskStatus, TaskStore, Team, TeamTask

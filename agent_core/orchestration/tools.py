@@ -12,8 +12,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import agent_core.orchestration.arguments as arg
 from agent_core.errors import ToolError
-from agent_core.orchestration import arguments as arg
 from agent_core.orchestration.children import ChildRun, Orchestrator, new_task_id
 from agent_core.orchestration.modes import DELEGATE, SPAWN
 from agent_core.orchestration.workspaces import prepare_delegation

@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager, contextmanager
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable
+from agent_core.errors import AgentError, ProviderError, ProviderTimeout, ProviderUnavailable
 from agent_core.providers.sse import ServerSentEvent, aiter_sse
 
 if TYPE_CHECKING:  # aiohttp (and certifi) load with the first session, not at start-up
@@ -190,7 +190,7 @@ def translate_errors(name: str, redact: Callable[[str], str]) -> Iterator[None]:
         raise ProviderError(f"{name}: malformed response: {exc}") from exc
 
 
-class DeltaHandlerFailed(Exception):
+class DeltaHandlerFailed(AgentError):
     """Carries an exception raised by ``on_delta`` past :func:`translate_errors`: the caller's
     own failure (e.g. a channel's HTTP edit) must reach it untranslated."""
 

@@ -33,6 +33,7 @@ from starlette.responses import Response
 
 from channels.errors import BadRequest, ChannelError, Forbidden
 from channels.protocol import InboundHandler, PaceStore, PlatformStream, SeenStore
+from channels.slack._ports import StreamTarget
 from channels.slack.errors import (
     FATAL_AUTH_ERRORS,
     slack_error_code,
@@ -285,7 +286,7 @@ class SlackChannel:
             return None
         return SlackStream(self, chat, thread_ts, recipient_user=user, recipient_team=team)
 
-    def stream_refused(self, stream: SlackStream, exc: ChannelError) -> None:
+    def stream_refused(self, stream: StreamTarget, exc: ChannelError) -> None:
         """The first ``chat.startStream`` of ``stream`` failed: stop offering streams where that
         will happen again."""
         scope = refusal_scope(exc)

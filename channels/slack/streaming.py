@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import structlog
 from slack_sdk.errors import SlackApiError
 
 from channels.errors import ChannelError, RetryAfter
 from channels.protocol import StreamUnsupported
+from channels.slack._ports import StreamHost
 from channels.slack.errors import FATAL_AUTH_ERRORS, slack_error_code, translate_slack_errors
 from channels.slack.posting import outcome_unknown
 from channels.slack.splitting import (
@@ -46,9 +47,6 @@ from channels.slack.splitting import (
 )
 from channels.slack.splitting import SLACK_MARKDOWN_LIMIT as SLACK_MARKDOWN_LIMIT
 from channels.types import ChatRef, MessageRef
-
-if TYPE_CHECKING:
-    from channels.slack.channel import SlackChannel
 
 log = structlog.get_logger(__name__)
 
@@ -130,7 +128,7 @@ class SlackStream:
 
     def __init__(
         self,
-        channel: SlackChannel,
+        channel: StreamHost,
         chat: ChatRef,
         thread_ts: str,
         *,

@@ -22,17 +22,13 @@ quietly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import structlog
 
 from channels.errors import BadRequest, ChannelError, Forbidden, RetryAfter
 from channels.protocol import StreamUnsupported
+from channels.telegram._ports import DraftHost
 from channels.telegram.text import split_units, utf16_len
 from channels.types import ChatRef, MessageRef
-
-if TYPE_CHECKING:
-    from channels.telegram.channel import TelegramChannel
 
 log = structlog.get_logger(__name__)
 
@@ -56,7 +52,7 @@ class DraftStream:
     """One answer previewed as a draft; see the module docstring for what each step does."""
 
     def __init__(
-        self, channel: TelegramChannel, chat: ChatRef, draft_id: int, reply_to: str | None
+        self, channel: DraftHost, chat: ChatRef, draft_id: int, reply_to: str | None
     ) -> None:
         self.channel = channel
         self.chat = chat
