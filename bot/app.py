@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agent_core import EventBus
-from agent_core.mcp.manager import McpManager
-from agent_core.orchestration.children import Orchestrator
+from agent_core.mcp import McpManager
+from agent_core.orchestration import Orchestrator
 from agent_core.providers import Provider
 from bot.agents.router import AgentRouter
 from bot.config import Config

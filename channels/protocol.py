@@ -71,7 +71,7 @@ class ProgressReporter(Protocol):
 @runtime_checkable
 class MessageEditor(Protocol):
     """An adapter that can change and remove what it sent, so a streamed answer grows in place
-    (``bot/streaming/``: send the first chunk, then edit it)."""
+    (``bot/pipeline/streaming/``: send the first chunk, then edit it)."""
 
     async def edit_text(self, message: MessageRef, text: str) -> None:
         """Replace a sent chunk's text by ``text`` (formatted like ``send_text``'s, at most

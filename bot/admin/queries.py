@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from agent_core.tracing import Span, Trace
+from agent_core import Span, Trace
 from bot.admin.runs import chat_of
 from bot.app import Loopgate
 from bot.http.health import health_report

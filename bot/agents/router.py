@@ -28,20 +28,32 @@ from typing import Protocol
 
 import structlog
 
-from agent_core import FILE_TOOLS, SKILL_TOOLS, AgentSettings, EventBus, Loop, Tool, ToolRegistry
-from agent_core.hooks import PreToolUseHook
-from agent_core.locks import SharedLocks
-from agent_core.mcp.manager import McpManager
-from agent_core.mcp.search import add_mcp_tools
-from agent_core.memory import MemoryIndex, memory_tools
-from agent_core.orchestration.children import Orchestrator
-from agent_core.orchestration.mode_tools import add_mode_tools
-from agent_core.orchestration.modes import OrchestrationProfile, resolve_profile
-from agent_core.orchestration.records import OrchestrationStore, TaskStore
-from agent_core.providers import OfflineProvider, Provider
-from agent_core.providers.openai_compat import OpenAICompatProvider
-from agent_core.self_evolution import add_self_evolution_tools
-from agent_core.store import SessionStore, TraceStore
+from agent_core import (
+    FILE_TOOLS,
+    SKILL_TOOLS,
+    AgentSettings,
+    EventBus,
+    Loop,
+    MemoryIndex,
+    PreToolUseHook,
+    SessionStore,
+    SharedLocks,
+    Tool,
+    ToolRegistry,
+    TraceStore,
+    add_self_evolution_tools,
+    memory_tools,
+)
+from agent_core.mcp import McpManager, add_mcp_tools
+from agent_core.orchestration import (
+    OrchestrationProfile,
+    OrchestrationStore,
+    Orchestrator,
+    TaskStore,
+    add_mode_tools,
+    resolve_profile,
+)
+from agent_core.providers import OfflineProvider, OpenAICompatProvider, Provider
 from bot.agents.settings import agent_settings
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
 from bot.errors import BotError
@@ -98,7 +110,7 @@ def build_provider(name: str, config: ProviderConfig) -> Provider:
     OpenAI's own endpoint needs a key; any other base_url (Ollama, vLLM, a proxy) may not.
     """
     if config.kind == "anthropic":
-        from agent_core.providers.anthropic import AnthropicProvider  # only when configured
+        from agent_core.providers import AnthropicProvider  # only when configured
 
         return AnthropicProvider(
             config.base_url,

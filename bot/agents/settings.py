@@ -11,9 +11,8 @@ from typing import Any
 
 import structlog
 
-from agent_core import AgentSettings
-from agent_core.orchestration.modes import OrchestrationProfile
-from agent_core.settings import CompactionSettings, MemoryFlushSettings, PruningSettings
+from agent_core import AgentSettings, CompactionSettings, MemoryFlushSettings, PruningSettings
+from agent_core.orchestration import OrchestrationProfile
 from bot.config import AgentConfig, AgentDefaults, Config
 from bot.config.agents import resolve_guardrails
 

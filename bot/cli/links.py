@@ -17,7 +17,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agent_core.orchestration.records import AgentLink, LinkDirection
+from agent_core.orchestration import AgentLink, LinkDirection
 from bot.cli.database import with_database
 from bot.config import Config
 

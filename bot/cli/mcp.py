@@ -17,8 +17,8 @@ from bot.cli.links import print_table, streams
 from bot.config import Config
 
 if TYPE_CHECKING:  # the MCP SDK is imported on use: `loopgate --help` stays quick
-    from agent_core.mcp.servers import ServerStatus
-    from agent_core.tools.base import Tool
+    from agent_core.mcp import ServerStatus
+    from agent_core.tools import Tool
 
 _DESCRIPTION_CHARS = 70
 
@@ -60,8 +60,7 @@ def _as_json(config: Config, statuses: list[ServerStatus], tools: dict[str, list
 async def list_servers(
     config: Config, *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
-    from agent_core.mcp.manager import McpManager
-    from agent_core.mcp.servers import ServerState
+    from agent_core.mcp import McpManager, ServerState
 
     out, err = streams(out, err)
     if not config.mcp.servers:

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agent_core import EventBus, MemoryStore, RunRequest
-from agent_core.bootstrap import (
+from agent_core import (
     AGENT_LEVEL_FILES,
     MINIMAL_FILES,
     STANDARD_FILES,
     USER_MD,
     AgentType,
     ContextFile,
+    EventBus,
+    FileStamp,
+    MemoryHit,
+    MemoryStore,
+    PromptContext,
     PromptMode,
+    RunRequest,
     Workspaces,
+    find_skills,
+    render_with_markers,
     truncate_for_prompt,
 )
-from agent_core.memory import FileStamp, MemoryHit
-from agent_core.orchestration.children import Orchestrator
-from agent_core.prompt import PromptContext, find_skills, render_with_markers
+from agent_core.orchestration import Orchestrator
 from bot.agents.router import AgentRouter
 from bot.config import Config
 

@@ -13,12 +13,7 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agent_core.orchestration.records import (
-    TaskStatus,
-    Team,
-    TeamSettings,
-    WorkspaceScope,
-)
+from agent_core.orchestration import TaskStatus, Team, TeamSettings, WorkspaceScope
 from bot.cli.links import print_table, streams, table_lines, ttl_note, warn_unknown, with_store
 from bot.config import Config
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from agent_core.tracing import Trace, render_tree
+from agent_core import Trace, render_tree
 from bot.cli.database import with_database
 from bot.config import Config
 from bot.storage import Database, SqlTraceStore

@@ -14,7 +14,7 @@ import secrets
 
 import structlog
 
-from agent_core.uncancellable import cancel_and_wait
+from agent_core import cancel_and_wait
 from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink, RedisState
 from bot.cluster.pacing import RedisUnavailable
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from agent_core.mcp.servers import ServerSpec
+from agent_core.mcp import ServerSpec
 from bot.config.base import Duration, StrictModel
 
 # The name prefixes its tools as ``<server>__<tool>``: short enough to leave room for the

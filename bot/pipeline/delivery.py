@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from agent_core.run import is_no_reply
+from agent_core import is_no_reply
 from bot.pipeline.chunking import render_chunks
 from channels import Channel, ChatRef, MessageRef, RetryAfter
 

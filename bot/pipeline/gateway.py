@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import structlog
 
 from agent_core import EventBus
-from agent_core.orchestration.children import Announcement
+from agent_core.orchestration import Announcement
 from bot.agents.router import AgentRouter
 from bot.config import Config
 from bot.pipeline.access import AccessPolicy, configured_admin

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from agent_core.orchestration.children import ChildRun
+from agent_core.orchestration import ChildRun
 from channels import InboundMessage
 
 log = structlog.get_logger(__name__)

@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from agent_core import Event, EventBus, EventType, RunRequest, RunResult, RunStatus
-from agent_core.events import Subscriber
-from agent_core.uncancellable import finish_despite_cancel
+from agent_core import (
+    Event,
+    EventBus,
+    EventType,
+    RunRequest,
+    RunResult,
+    RunStatus,
+    Subscriber,
+    finish_despite_cancel,
+)
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import BotConfig
 from bot.pipeline.delivery import deliver, send_with_retry

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent_core.memory import FileStamp, MemoryDocument, MemoryHit, query_terms
+from agent_core import FileStamp, MemoryDocument, MemoryHit, query_terms
 from bot.storage._sql import clean, upsert_insert
 from bot.storage.db import Database
 from bot.storage.models import MemoryChunkRow, MemoryFileRow, utcnow

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent_core.orchestration.records import (
+from agent_core.orchestration import (
     AgentLink,
     LinkDirection,
     TaskConflict,

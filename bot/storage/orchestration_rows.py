@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 from sqlalchemy.engine import Row
 
-from agent_core.orchestration.records import (
+from agent_core.orchestration import (
     AgentLink,
     LinkDirection,
     TaskComment,

@@ -11,7 +11,7 @@ import structlog
 from sqlalchemy import Connection, Executable, Row, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent_core.messages import Message, SessionHistory, ToolCall, Usage
+from agent_core import Message, SessionHistory, ToolCall, Usage
 from bot.storage._sql import clean, clean_optional, dialect_insert, table_of
 from bot.storage.db import Database
 from bot.storage.errors import SessionNotFound

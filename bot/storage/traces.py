@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent_core.tracing import Span, SpanKind, Trace
+from agent_core import Span, SpanKind, Trace
 from bot.redaction import redact, redact_tree
 from bot.storage._sql import clean
 from bot.storage.db import Database

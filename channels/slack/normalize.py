@@ -12,7 +12,7 @@ from channels.types import ChatType
 USER_SUBTYPES = frozenset({None, "file_share", "thread_broadcast", "me_message"})
 EDIT_SUBTYPES = frozenset({"message_changed", "message_deleted"})
 
-# The bot's status emoji (bot/reactions.py) by their Slack names.
+# The bot's status emoji (bot/pipeline/reactions.py) by their Slack names.
 SLACK_EMOJI: dict[str, str] = {
     "👀": "eyes",
     "🤔": "thinking_face",

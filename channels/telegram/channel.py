@@ -7,11 +7,11 @@ Sending, editing and deleting (:mod:`channels.telegram.sending`) follow Telegram
 pacing, holding a chat on a 429, retrying 5xx, plain text when the HTML is refused, re-splitting
 what is too long, following a group that became a supergroup.
 
-Streaming (``bot/streaming/``) uses the same rules: ``edit_text`` is paced like a send, falls back
-to plain text the same way and treats "message is not modified" as done; ``delete_message`` says
-False when Telegram refuses. In private chats ``open_stream`` gives a draft preview
-(:mod:`channels.telegram.drafts`) unless ``TelegramOptions.drafts`` is off or Telegram refused
-drafts once (an older Bot API server, a bot not allowed to use them).
+Streaming (``bot/pipeline/streaming/``) uses the same rules: ``edit_text`` is paced like a send,
+falls back to plain text the same way and treats "message is not modified" as done;
+``delete_message`` says False when Telegram refuses. In private chats ``open_stream`` gives a
+draft preview (:mod:`channels.telegram.drafts`) unless ``TelegramOptions.drafts`` is off or
+Telegram refused drafts once (an older Bot API server, a bot not allowed to use them).
 
 Receiving acknowledges Telegram only once the bot's handler has stored the message: the poller
 (:mod:`channels.telegram.polling`) confirms an offset only past updates handed over, the webhook
@@ -272,7 +272,7 @@ class TelegramChannel:
         except Exception:
             log.exception("telegram.update_failed", update_id=update.update_id)
 
-    # -- sending, editing and streaming (bot/streaming/): channels.telegram.sending --------
+    # -- sending, editing and streaming (bot/pipeline/streaming/): channels.telegram.sending ---
 
     async def send_text(
         self, chat: ChatRef, text: str, *, reply_to: str | None = None

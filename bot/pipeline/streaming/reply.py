@@ -25,10 +25,7 @@ from typing import Any, Literal
 
 import structlog
 
-from agent_core import Event, EventType
-from agent_core.run import is_no_reply
-from agent_core.sanitize import sanitize_output
-from agent_core.stream_sanitize import safe_preview
+from agent_core import Event, EventType, is_no_reply, safe_preview, sanitize_output
 from bot.pipeline.delivery import deliver
 from bot.pipeline.streaming.edited import EditableChannel, EditedStream
 from channels import (
