@@ -240,7 +240,7 @@ class FlakyStore:
 
     async def get(self, agent_id: str) -> StoredAgent | None:
         self.gets += 1
-        await asyncio.sleep(0)  # let concurrent callers interleave
+        await asyncio.sleep(0)  # kept: a yield, concurrent callers interleave
         if self.down:
             raise ConnectionError("database is down")
         return self.agents.get(agent_id)

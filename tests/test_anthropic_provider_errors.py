@@ -175,7 +175,7 @@ async def test_crlf_pings_and_split_chunks_are_parsed() -> None:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(SSE_HEAD + http_chunk(START + b": keep-alive\r\n\r\n" + ping + first[:30]))
         await writer.drain()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # kept: the fake server's separate TCP writes
         writer.write(http_chunk(first[30:] + last[:20]))
         await writer.drain()
         await asyncio.sleep(0.01)

@@ -20,6 +20,7 @@ from bot.storage.models import InboxRow
 from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, delay, text
+from tests.waiting import wait_until
 
 DM_KEY = "agent:main:web:direct:dm-alice"
 Done = asyncio.Future[RunResult | None]
@@ -81,6 +82,7 @@ class TestDebounce:
         async with started(tmp_path, llm, debounce_ms=500) as app:
             dm = dm_of(app)
             # Each message restarts the window: the burst spans more than 500 ms in all.
+            # Kept sleeps: the test times the burst itself (gaps shorter than the window).
             one = await send(dm, "one", message_id="m-1")
             await asyncio.sleep(0.2)
             two = await send(dm, "two", message_id="m-2")
@@ -128,9 +130,12 @@ class TestDebounce:
         assert llm.chat_requests == []
         async with started(tmp_path, llm) as app:
             assert app.inbox is not None
-            async with asyncio.timeout(10):
-                while sum((await app.inbox.counts()).values()):
-                    await asyncio.sleep(0.01)
+            inbox_of_app = app.inbox
+
+            async def drained() -> bool:
+                return not sum((await inbox_of_app.counts()).values())
+
+            await wait_until(drained, 10)
             assert sorted(asked(llm)) == ["one", "two"]  # replayed entries run as they were
             assert [state for _, _, state, _ in await inbox(app)] == ["answered", "answered"]
 
@@ -152,7 +157,7 @@ class TestDebounce:
             three = await send(dm, "three")
             assert await dm.send("/stop") is None
             assert await results(three) == [None]
-            await asyncio.sleep(0.6)
+            await asyncio.sleep(0.6)  # kept (negative check): past the window, nothing runs
             assert len(llm.chat_requests) == 1
             assert dm.texts()[-1] == "Stopped."
             assert (await inbox(app))[-1][1:] == ("three", "dropped", "stopped by /stop")
@@ -162,7 +167,7 @@ class TestDebounce:
             assert await results(four) == [None]
             assert dm.texts()[-1] == "Stopped."
             assert (await inbox(app))[-1][1:] == ("four", "dropped", "stopped by /stopall")
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # kept (negative check): past the window, nothing runs
             assert len(llm.chat_requests) == 1
             await all_ended(app)
             assert reactions_left(dm) == {}

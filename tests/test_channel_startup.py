@@ -19,6 +19,7 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.zalo_server import FakeZalo, text_event
 from tests.inbound_support import Handler, running_telegram, running_zalo
 from tests.telegram_support import tg_config
+from tests.waiting import wait_until
 
 
 def loopgate(tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, **telegram: object) -> Loopgate:
@@ -37,9 +38,7 @@ async def health(app: Loopgate) -> dict[str, object]:
 
 
 async def until_up(app: Loopgate, name: str) -> None:
-    async with asyncio.timeout(10):
-        while not app.channel_starter.is_up(name):
-            await asyncio.sleep(0.02)
+    await wait_until(lambda: app.channel_starter.is_up(name), 10)
 
 
 async def test_telegram_down_at_start_is_retried_while_the_rest_serves(
@@ -103,10 +102,10 @@ async def test_shutdown_cancels_a_pending_retry(
 ) -> None:
     tg.fail_next("getMe", 502, count=100)
     async with loopgate(tmp_path, llm, tg) as app:
-        await asyncio.sleep(0.3)
+        await wait_until(lambda: app.channel_starter.states["telegram"] == "retrying", 5)
         assert app.channel_starter.states["telegram"] == "retrying"
     calls = len(tg.calls_of("getMe"))
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(0.6)  # kept (negative check)
     assert len(tg.calls_of("getMe")) == calls  # nothing left retrying after shutdown
 
 

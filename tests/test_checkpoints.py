@@ -18,7 +18,8 @@ async def _wal_after_writes(tmp_path: Path, name: str, writes: int, *, pause_eve
         state = SqlChannelState(db)
         for n in range(writes):
             await state.set("telegram", f"key{n % 50}", "x" * 2000)
-            # A service's writes pause now and then (pause_every), or never (0).
+            # A service's writes pause now and then (pause_every), or never (0). Kept sleep:
+            # the pause itself is what the test simulates (the checkpointer's idle moments).
             await asyncio.sleep(0.05 if pause_every and n % pause_every == 0 else 0)
         assert db.checkpoints is not None
         await db.checkpoints.aclose()

@@ -4,6 +4,7 @@ polling channel; Redis down makes the service ``degraded`` (still 200), and it r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from channels import ChatRef, ChatType
 from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, delay, text
+from tests.waiting import wait_until
 
 
 def free_port() -> int:
@@ -79,24 +81,29 @@ async def clustered(
 ) -> AsyncIterator[Loopgate]:
     config = cluster_config()
     config.redis.url = private_redis.url
-    for _ in range(50):  # the server needs a moment to listen
+
+    def listening() -> bool:
         try:
             socket.create_connection(("127.0.0.1", private_redis.port), timeout=0.1).close()
-            break
         except OSError:
-            await asyncio.sleep(0.05)
+            return False
+        return True
+
+    # The server needs a moment to listen (as before, start anyway once the wait is over).
+    with contextlib.suppress(TimeoutError):
+        await wait_until(listening, 2.5, interval=0.05)
     async with Loopgate(config) as app:
         yield app
 
 
 async def wait_health(app: Loopgate, redis: str) -> dict[str, object]:
-    for _ in range(100):
+
+    async def reported() -> dict[str, object] | None:
         body, status = await health_report(app)
         assert status == 200
-        if body["redis"] == redis:
-            return body
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"redis never became {redis}")
+        return body if body["redis"] == redis else None
+
+    return await wait_until(reported, 15, interval=0.1, what=f"redis never became {redis}")
 
 
 @needs_redis
@@ -144,10 +151,7 @@ async def test_stops_work_again_after_a_redis_restart(
         done = await here.send("slow")
         assert done is not None
         key = "agent:main:web:direct:dm-alice"
-        for _ in range(100):
-            if other.registry.runs_of(key):
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: other.registry.runs_of(key), 5)
         await there.send("/stop")
         result = await asyncio.wait_for(done, 1.0)
         assert result is not None and result.status is RunStatus.CANCELLED

@@ -20,6 +20,7 @@ from tests.cluster_support import REDIS_URL, ClusterConfig, needs_postgres, need
 from tests.inbound_support import MemorySeen
 from tests.test_compaction import RoleProvider, pairs
 from tests.test_loop import make_loop, request
+from tests.waiting import wait_until
 
 pytestmark = [needs_redis]
 
@@ -47,7 +48,8 @@ async def test_a_lock_held_in_one_process_is_renewed_and_refused_to_the_other(
     a, b = RedisLocks(links[0]), RedisLocks(links[1])
     held = await a.try_acquire("compaction:s1")
     assert held is not None
-    await asyncio.sleep(LEASE * 2.5)  # past the lease: only renewal keeps it
+    # Kept (the test times the lease): past the lease, only renewal keeps it.
+    await asyncio.sleep(LEASE * 2.5)
     assert await b.try_acquire("compaction:s1") is None
     other = await b.try_acquire("compaction:s2")  # another name is free
     assert other is not None
@@ -66,7 +68,7 @@ async def test_a_dead_holders_lock_expires_after_the_lease(
     assert isinstance(held, RedisLease)
     held._renewal.cancel()  # killed: no renewal, no release
     assert await b.try_acquire("seed:x") is None
-    await asyncio.sleep(LEASE + 0.1)
+    await asyncio.sleep(LEASE + 0.1)  # kept: the test times the lease's expiry
     taken = await b.try_acquire("seed:x")
     assert taken is not None
     await held.release()  # too late: must not free the new holder's lock
@@ -139,7 +141,7 @@ async def test_seeding_waits_for_the_process_seeding_the_same_workspace(
     seeding_a = asyncio.create_task(a.prepare_user_files("alice"))
     await asyncio.wait_for(entered.wait(), 5)
     seeding_b = asyncio.create_task(b.prepare_user_files("alice"))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # kept (negative check)
     assert not seeding_b.done()
     assert not (a.user_dir("alice") / SEED_MARKER).exists()
     leave.set()
@@ -198,17 +200,20 @@ async def test_a_repeat_during_a_pending_first_sight_asks_the_database(
 ) -> None:
     gate = asyncio.Event()
 
+    asked: list[str] = []
+
     class SlowDurable(Durable):
         async def seen(self, key: str) -> bool:
+            asked.append(key)
             await gate.wait()
             return await super().seen(key)
 
     durable = SlowDurable()
     a, b = FastDedupe(links[0], durable), FastDedupe(links[1], durable)
     first = asyncio.create_task(a.seen("k"))
-    await asyncio.sleep(0.1)
+    await wait_until(lambda: asked)  # A's first sight is pending (in the database)
     second = asyncio.create_task(b.seen("k"))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # kept (negative check)
     assert not second.done()  # "pending" in Redis: B asks the database, not Redis alone
     gate.set()
     assert (await first, await second) == (False, True)

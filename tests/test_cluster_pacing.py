@@ -89,7 +89,8 @@ async def test_a_429_in_one_process_holds_the_chat_in_the_other(
 ) -> None:
     a, b = pacers(links, RateLimits())
     a.hold("42", 0.3)
-    await asyncio.sleep(0.05)  # the hold reaches Redis in the background
+    # Kept (no signal to wait on): the hold reaches Redis in the background.
+    await asyncio.sleep(0.05)
     waited = await b.acquire("42", group=False)
     assert 0.2 <= waited <= 1.0
     assert await b.acquire("43", group=False) == 0  # other chats are not held
@@ -113,11 +114,11 @@ class HangingStore:
 
     async def take(self, buckets: Sequence[PaceBucket], *, hold: str = "") -> float:
         self.calls += 1
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # kept: a store that never answers
         return 0.0
 
     async def hold(self, name: str, seconds: float) -> None:
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # kept: a store that never answers
 
 
 async def test_a_store_that_does_not_answer_falls_back_to_local_pacing(

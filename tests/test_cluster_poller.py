@@ -20,6 +20,7 @@ from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.zalo_server import DEFAULT_TOKEN, FakeZalo, text_event
 from tests.telegram_support import channel_of, telegram_section
+from tests.waiting import wait_until
 
 pytestmark = [needs_redis, needs_postgres]
 
@@ -60,24 +61,16 @@ def is_poller(app: Loopgate) -> bool:
     return app.cluster.pollers["telegram"].holds()
 
 
-async def until(predicate: Any, timeout: float) -> None:
-    async def loop() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(loop(), timeout)
-
-
 async def test_one_poller_and_takeover_without_loss_or_double(
     pair: tuple[Loopgate, Loopgate], tg: FakeTelegram, polls: list[tuple[Bot, float]]
 ) -> None:
     a, b = pair
-    await until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
+    await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
     leader, follower = (a, b) if is_poller(a) else (b, a)
     assert not is_poller(follower)
     first = tg.push(tg.private_message("one"))
     await tg.wait_for(lambda: tg.texts() == ["echo: one"])
-    await asyncio.sleep(1.5)  # a few long polls more
+    await asyncio.sleep(1.5)  # kept (negative check): a few long polls more, none by B
     assert polls and {id(bot) for bot, _ in polls} == {id(channel_of(leader).bot)}
 
     leader_health, _ = await health_report(leader)
@@ -91,11 +84,11 @@ async def test_one_poller_and_takeover_without_loss_or_double(
     leader.cluster.abandon()
     abandoned = time.monotonic()
     second = tg.push(tg.private_message("two"))
-    await until(lambda: is_poller(follower), LEASE + 1)
+    await wait_until(lambda: is_poller(follower), LEASE + 1)
     took_over = time.monotonic() - abandoned
     assert took_over <= LEASE + 0.3, took_over
     await tg.wait_for(lambda: len(tg.texts()) >= 2)
-    await asyncio.sleep(1.5)  # time for a double, if there were one
+    await asyncio.sleep(1.5)  # kept (negative check): time for a double, if there were one
     assert tg.texts() == ["echo: one", "echo: two"]
     follower_bot = channel_of(follower).bot
     assert all(at >= abandoned for bot, at in polls if bot is follower_bot)
@@ -128,21 +121,21 @@ async def test_zalo_is_polled_by_one_process_too(
         b = await stack.enter_async_context(Loopgate(cluster_config(channels={"zalo": section})))
         assert a.cluster is not None and b.cluster is not None
         leases = {a: a.cluster.pollers["zalo"], b: b.cluster.pollers["zalo"]}
-        await until(lambda: any(lease.holds() for lease in leases.values()), LEASE + 1)
+        await wait_until(lambda: any(lease.holds() for lease in leases.values()), LEASE + 1)
         leader, follower = (a, b) if leases[a].holds() else (b, a)
         zalo.push(text_event("one"))
-        await until(lambda: zalo.texts() == ["echo: one"], 10)
-        await asyncio.sleep(1.0)
+        await wait_until(lambda: zalo.texts() == ["echo: one"], 10)
+        await asyncio.sleep(1.0)  # kept (negative check): more polls, none by the follower
         clients = {id(client) for client, _ in calls}
         assert clients == {id(leader.gateway.channels["zalo"].client)}  # type: ignore[attr-defined]
         assert leader.cluster is not None
         leader.cluster.abandon()
         abandoned = time.monotonic()
-        await until(lambda: leases[follower].holds(), LEASE + 1)
+        await wait_until(lambda: leases[follower].holds(), LEASE + 1)
         assert time.monotonic() - abandoned <= LEASE + 0.3
         zalo.push(text_event("two"))
-        await until(lambda: len(zalo.texts()) >= 2, 10)
-        await asyncio.sleep(1.0)
+        await wait_until(lambda: len(zalo.texts()) >= 2, 10)
+        await asyncio.sleep(1.0)  # kept (negative check): time for a double
         assert zalo.texts() == ["echo: one", "echo: two"]
         follower_client = follower.gateway.channels["zalo"].client  # type: ignore[attr-defined]
         assert any(client is follower_client and at > abandoned for client, at in calls)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -35,6 +36,7 @@ from tests.cluster_support import REDIS_URL, needs_postgres, needs_redis
 from tests.fakes.llm_server import delay, text
 from tests.fakes.telegram_server import FakeTelegram
 from tests.storage_support import PG_URL
+from tests.waiting import wait_until
 
 pytestmark = [needs_redis, needs_postgres, pytest.mark.asyncio(loop_scope="module")]
 
@@ -425,8 +427,12 @@ async def deliver(
 ) -> None:
     """Deliver a webhook update as Telegram does: a 503 (not taken) is retried until taken."""
     update_id = cluster.tg.new_update_id()
-    deadline = time.monotonic() + timeout
-    while (response := await cluster.post(index, update, update_id)).status_code == 503:
-        assert time.monotonic() < deadline, f"still 503 after {timeout}s\n{cluster.logs()}"
-        await asyncio.sleep(0.2)
+
+    async def taken() -> httpx.Response | None:
+        response = await cluster.post(index, update, update_id)
+        return None if response.status_code == 503 else response
+
+    response = await wait_until(
+        taken, timeout, interval=0.2, what=lambda: f"still 503 after {timeout}s\n{cluster.logs()}"
+    )
     assert response.status_code == 200, (response.status_code, response.text)

@@ -18,6 +18,7 @@ from channels import ChatRef, ChatType
 from tests.cluster_support import REDIS_URL, ClusterConfig, needs_postgres, needs_redis
 from tests.conftest import ChatDriver
 from tests.fakes.llm_server import FakeLLM, delay, text
+from tests.waiting import wait_until
 
 pytestmark = [needs_redis, needs_postgres]
 
@@ -36,12 +37,7 @@ async def pair(cluster_config: ClusterConfig) -> AsyncIterator[tuple[Loopgate, L
 async def seen_by(app: Loopgate, chat: ChatRef, count: int) -> None:
     """Wait until ``app`` sees ``count`` runs of the chat's session (any process)."""
     key = f"agent:main:web:{chat.chat_type.value}:{chat.chat_id}"
-
-    async def loop() -> None:
-        while len(app.registry.runs_of(key)) < count:
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(loop(), 5)
+    await wait_until(lambda: len(app.registry.runs_of(key)) >= count, 5)
 
 
 async def cancelled_in(app: Loopgate, chat: ChatRef, within: float = 1.0) -> None:
@@ -49,12 +45,9 @@ async def cancelled_in(app: Loopgate, chat: ChatRef, within: float = 1.0) -> Non
     told to stop): what a stop must achieve within 1 s. The run's own clean-up (trace, inbox,
     reactions) may take longer on a loaded machine, so the result is awaited separately."""
     key = f"agent:main:web:{chat.chat_type.value}:{chat.chat_id}"
-
-    async def loop() -> None:
-        while any(not run.task.cancelling() for run in app.registry.runs_of(key)):
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(loop(), within)
+    await wait_until(
+        lambda: all(run.task.cancelling() for run in app.registry.runs_of(key)), within
+    )
 
 
 async def test_stop_in_a_cancels_the_run_in_b_within_a_second(
@@ -110,7 +103,7 @@ async def test_permissions_hold_across_processes(
     await in_a.send("/stop", sender="alice")  # not hers, and she is no admin
     await in_a.wait_for(lambda: bool(in_a.texts()))
     assert in_a.texts() == ["Only the person who asked or an admin can stop this."]
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # kept (negative check): the run goes on
     assert not done.done()
     await in_a.send("/stop", sender="carol", admin=True)  # an admin may
     await cancelled_in(b, ROOM)
@@ -130,7 +123,7 @@ async def test_a_process_starting_leaves_a_live_peers_work_alone(
         async with Loopgate(cluster_config()) as b:
             in_b = ChatDriver(b, DM)
             await asyncio.wait_for(done, 5)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # kept (negative check): B answers nothing
             assert in_a.texts() == ["the answer"]
             assert in_b.texts() == []
             assert len(llm.chat_requests) == 1
@@ -148,7 +141,14 @@ async def test_stray_events_and_records_are_ignored(
             await client.hset(f"{redis_prefix}:runs:ghost", "r", "not json")
         finally:
             await client.aclose()
-        await asyncio.sleep(1.0)  # a refresh (every lease/3) reads the bad record too
+        # A refresh (every lease/3) reads the bad record too.
+        await wait_until(
+            lambda: (
+                {"cluster.runs_bad_event", "cluster.runs_bad_record"}
+                <= {entry["event"] for entry in logs}
+            ),
+            5,
+        )
     events = {entry["event"] for entry in logs}
     assert {"cluster.runs_bad_event", "cluster.runs_bad_record"} <= events
     llm.script(delay(10.0, text("too late")))

@@ -20,6 +20,7 @@ from tests.fakes.llm_server import FakeLLM, delay, echo
 from tests.fakes.telegram_server import FakeTelegram
 from tests.inbound_support import webhook_client
 from tests.telegram_support import channel_of, telegram_section
+from tests.waiting import wait_until
 
 pytestmark = [needs_redis, needs_postgres]
 
@@ -81,7 +82,7 @@ async def test_one_chat_is_answered_by_one_process_in_order(
     for i in range(count):
         await hooks[i % 2].post(update(tg, f"m{i}", user_id=42))
     await tg.wait_for(lambda: len(tg.texts()) >= count, timeout=20)
-    await asyncio.sleep(0.5)  # time for a double, if there were one
+    await asyncio.sleep(0.5)  # kept (negative check): time for a double, if there were one
     assert tg.texts() == [f"echo: m{i}" for i in range(count)]
     # Every run of the chat was in the process that took its session first.
     assert sorted([work_of(a).claimed, work_of(b).claimed]) == [0, count]
@@ -114,7 +115,7 @@ async def test_a_message_for_a_held_session_waits_for_its_holder(
     llm.script(delay(1.0, echo()), echo())
     hook_a, hook_b = Webhooks(a), Webhooks(b)
     await hook_b.post(update(tg, "first", user_id=7))
-    await asyncio.sleep(0.3)
+    await llm.wait_for(lambda: llm.chat_requests)  # B holds the chat: its run is under way
     await hook_a.post(update(tg, "second", user_id=7))
     await tg.wait_for(lambda: len(tg.texts()) >= 2, timeout=3.0)
     assert tg.texts() == ["echo: first", "echo: second"]
@@ -136,14 +137,13 @@ async def test_stopall_in_a_drops_what_waits_in_the_holder(
         await hook_b.post(update(tg, text, user_id=9))
     gateway_b = b.gateway
 
-    async def queued_in_b() -> None:
-        while len(gateway_b.scheduler.queued(next(iter(gateway_b.busy_sessions()), ""))) < 1:
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(queued_in_b(), 5)
+    await wait_until(
+        lambda: len(gateway_b.scheduler.queued(next(iter(gateway_b.busy_sessions()), ""))) >= 1, 5
+    )
     await hook_a.post(update(tg, "/stopall", user_id=9))
     await tg.wait_for(lambda: "Stopped." in tg.texts(), timeout=5)
-    await asyncio.sleep(1.0)  # time for a dropped message to be answered, if it were
+    # Kept (negative check): time for a dropped message to be answered, if it were.
+    await asyncio.sleep(1.0)
     assert tg.texts() == ["Stopped."]
     assert not gateway_b.busy_sessions()
     inbox = b.inbox

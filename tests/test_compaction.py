@@ -67,7 +67,7 @@ class RoleProvider:
         kind = self.kind(request)
         if kind == "summary":
             if self.delay:
-                await asyncio.sleep(self.delay)
+                await asyncio.sleep(self.delay)  # kept: a slow model (fake provider)
             return ModelResponse(content="The user asked many questions.", usage=Usage(5, 5))
         if kind == "flush":
             if self.flush_reply is not None and not any(m.role == "tool" for m in request.messages):
@@ -262,7 +262,7 @@ class TestPostRun:
             ) -> ModelResponse:
                 if self.kind(request) == "flush":
                     self.requests.append(request)
-                    await asyncio.sleep(30)
+                    await asyncio.sleep(30)  # kept: a model that never answers the flush
                 return await super().complete(request, on_delta)
 
         provider = Stuck()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.pipeline.reactions import ReactionState, StatusReactions
@@ -11,14 +10,9 @@ from bot.pipeline.scheduler import Scheduler
 from bot.pipeline.typing_indicator import TypingIndicator
 from channels import Capabilities, ChatRef, MessageRef
 from channels.local import LocalChannel, Outbound
+from tests.waiting import wait_until
 
 CHAT = ChatRef("web", "c1")
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.005)
 
 
 def recording_channel(**caps: object) -> tuple[LocalChannel, list[Outbound]]:
@@ -37,24 +31,24 @@ class TestTyping:
         channel, records = recording_channel()
         typing = TypingIndicator(channel, CHAT, interval=0.02, ttl=10)
         typing.start()
-        await until(lambda: len(records) >= 3)
+        await wait_until(lambda: len(records) >= 3)
         await typing.stop()
         count = len(records)
         assert all(r.kind == "typing" for r in records)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # kept (negative check)
         assert len(records) == count  # nothing after stop
         typing.start()  # never restarted after stop
-        await asyncio.sleep(0.03)
+        await asyncio.sleep(0.03)  # kept (negative check)
         assert len(records) == count and not typing.active
 
     async def test_ttl_ends_the_refresh(self) -> None:
         channel, records = recording_channel()
         typing = TypingIndicator(channel, CHAT, interval=0.01, ttl=0.035)
         typing.start()
-        await until(lambda: not typing.active)
+        await wait_until(lambda: not typing.active)
         count = len(records)
         assert 1 <= count <= 5  # once at start, then a few refreshes within the TTL
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # kept (negative check): no refresh after the TTL
         assert len(records) == count
         await typing.stop()
 
@@ -62,7 +56,7 @@ class TestTyping:
         channel, records = recording_channel(typing=False)
         typing = TypingIndicator(channel, CHAT, interval=0.01)
         typing.start()
-        await asyncio.sleep(0.03)
+        await asyncio.sleep(0.03)  # kept (negative check): a few intervals, no typing sent
         await typing.stop()
         assert records == []
 
@@ -77,7 +71,7 @@ class TestTyping:
 
         typing = TypingIndicator(Flaky(), CHAT, interval=0.01, ttl=5)
         typing.start()
-        await until(lambda: calls >= 2)
+        await wait_until(lambda: calls >= 2)
         assert typing.active
         await typing.stop()
 
@@ -89,7 +83,7 @@ class TestReactions:
         await reactions.received()
         reactions.progress(ReactionState.THINKING)
         reactions.progress(ReactionState.TOOL)  # debounced: only the latest shows
-        await until(lambda: any(r.text == "👨‍💻" for r in records))
+        await wait_until(lambda: any(r.text == "👨‍💻" for r in records))
         await reactions.finish(ok=True)
         seen = [(r.kind, r.text) for r in records]
         assert seen == [
@@ -105,7 +99,7 @@ class TestReactions:
         await reactions.received()
         reactions.progress(ReactionState.THINKING)  # still pending when the run ends
         await reactions.finish(ok=False)
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: len(records) >= 3)
         assert [(r.kind, r.text) for r in records] == [
             ("reaction", "👀"),
             ("reaction_removed", "👀"),
@@ -141,11 +135,12 @@ class TestScheduler:
         a, b = FakeJob("k", "a"), FakeJob("k", "b")
         s.submit(a)
         s.submit(b)
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: order)
+        await asyncio.sleep(0.01)  # kept (negative check): b does not start alongside a
         assert order == ["start a"]
         a.gate.set()
         b.gate.set()
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: len(order) >= 4)
         assert order == ["start a", "end a", "start b", "end b"]
         assert s.lanes == 0
 
@@ -160,10 +155,11 @@ class TestScheduler:
         jobs = [FakeJob("g", str(i), concurrency=3) for i in range(5)]
         for job in jobs:
             s.submit(job)
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: len(started) >= 3)
+        await asyncio.sleep(0.01)  # kept (negative check): no fourth one starts
         assert started == ["0", "1", "2"]
         jobs[0].gate.set()
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: len(started) >= 4)
         assert started == ["0", "1", "2", "3"]
         await s.aclose()
 
@@ -179,7 +175,7 @@ class TestScheduler:
         s: Scheduler[FakeJob] = Scheduler(execute, queue_cap=2, on_drop=on_drop)
         for name in "abcd":
             s.submit(FakeJob("k", name))  # a runs; b, c queued; d pushes out b
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: dropped)
         assert dropped == ["b"]
         assert [j.name for j in s.queued("k")] == ["c", "d"]
         await s.aclose()
@@ -194,6 +190,6 @@ class TestScheduler:
         s: Scheduler[FakeJob] = Scheduler(execute)
         s.submit(FakeJob("k1", "a"))
         s.submit(FakeJob("k2", "b"))
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: len(started) >= 2)
         assert sorted(started) == ["a", "b"]
         await s.aclose()

@@ -149,7 +149,7 @@ class TestStop:
         results = await asyncio.gather(*(asyncio.wait_for(j, 5) for j in jobs if j))
         assert results[0] is not None and results[0].status is RunStatus.CANCELLED
         assert results[1:] == [None, None]  # dropped from the queue, never run
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # kept (negative check)
         assert len(llm.chat_requests) == 1
         assert dm.texts() == ["Stopped."]
 

@@ -22,6 +22,7 @@ from bot.storage import Database
 from tests.conftest import make_config
 from tests.evolution_support import evolution_config, seed_runs
 from tests.fakes.llm_server import FakeLLM
+from tests.waiting import wait_until
 
 
 class TestConfig:
@@ -76,14 +77,6 @@ class TestConfig:
         assert daily == datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
 
 
-async def _until(predicate: object, timeout: float = 10) -> None:
-    async def wait() -> None:
-        while not predicate():  # type: ignore[operator]
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(wait(), timeout)
-
-
 class TestScheduler:
     async def test_fires_cycles_and_stops_cleanly(self, db: Database, tmp_path: Path) -> None:
         config = evolution_config(tmp_path)
@@ -92,20 +85,17 @@ class TestScheduler:
         await seed_runs(db, 3)
         service.start()
         assert service.scheduler is not None and service.scheduler.started
-        await _until(lambda: service.scheduler is not None and service.scheduler.fired >= 2)
+        await wait_until(lambda: service.scheduler is not None and service.scheduler.fired >= 2)
 
         # A cycle stored the agent's metrics: the job ran the real cycle.
         async def snapshotted() -> bool:
             return bool(await service.snapshots("main"))
 
-        for _ in range(200):
-            if await snapshotted():
-                break
-            await asyncio.sleep(0.02)
+        await wait_until(snapshotted, 4)
         assert await snapshotted()
         await service.aclose()
         assert service.scheduler is None
-        await asyncio.sleep(0.3)  # no job fires after aclose
+        await asyncio.sleep(0.3)  # kept (negative check): no job fires after aclose
         leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert not [
             t for t in leftovers if "evolution" in t.get_name() or "run_coroutine_job" in repr(t)
@@ -131,7 +121,10 @@ class TestScheduler:
         with capture_logs() as logs:
             scheduler.start()
             await asyncio.wait_for(started.wait(), 5)
-            await asyncio.sleep(0.3)  # several due times pass while the first cycle runs
+            # Several due times pass while the first cycle runs.
+            await wait_until(
+                lambda: sum(e["event"] == "evolution.cycle_skipped" for e in logs) >= 3, 5
+            )
         assert runs == 1
         assert any(e["event"] == "evolution.cycle_skipped" for e in logs)
         await scheduler.aclose()  # cancels the running cycle and waits for it
@@ -160,7 +153,7 @@ class TestApp:
             assert app.evolution.router is not None
             scheduler = app.evolution.scheduler
             assert scheduler is not None
-            await _until(lambda: scheduler.fired >= 1)
+            await wait_until(lambda: scheduler.fired >= 1)
             assert await app.evolution.list() == []
         assert app.evolution.scheduler is None
 

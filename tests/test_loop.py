@@ -23,6 +23,7 @@ from agent_core import (
 from agent_core.errors import ProviderUnavailable, RateLimited
 from agent_core.retry import RetryPolicy
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
+from tests.waiting import wait_until
 
 
 def make_loop(
@@ -160,7 +161,7 @@ class TestTools:
             nonlocal running, peak
             running += 1
             peak = max(peak, running)
-            await asyncio.sleep(0.05 if args["n"] == 1 else 0.01)
+            await asyncio.sleep(0.05 if args["n"] == 1 else 0.01)  # kept: tools that take time
             running -= 1
             return f"r{args['n']}"
 
@@ -182,7 +183,7 @@ class TestTools:
             nonlocal running, peak
             running += 1
             peak = max(peak, running)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # kept: a tool that takes time
             running -= 1
             return "ok"
 
@@ -235,8 +236,7 @@ class TestEnding:
         provider = ScriptedProvider(reply("late"), delay=5)
         loop, store, _ = make_loop(tmp_path, provider)
         task = asyncio.create_task(loop.run(request()))
-        while not provider.requests:
-            await asyncio.sleep(0.005)
+        await wait_until(lambda: provider.requests)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -23,6 +23,7 @@ from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.orchestration_support import dm, offered_tools, system_prompt, tool_results
 from tests.service_support import free_port, run_cli, start_server, until
+from tests.waiting import wait_until
 
 DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
 
@@ -145,11 +146,7 @@ class TestCalls:
             async def offered_next() -> bool:
                 return "demo__fresh" in (await app.gateway.router.resolve("main")).tools
 
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 10
-            while not await offered_next():
-                assert loop.time() < deadline, "the new tool never reached the agent"
-                await asyncio.sleep(0.05)
+            await wait_until(offered_next, 10, what="the new tool never reached the agent")
             llm.script(tool_calls(call("demo__fresh", {})), text("called it"))
             await chat.ask("use it")
             assert "demo__fresh" in offered_tools(llm.chat_requests[2])
@@ -253,8 +250,4 @@ async def until_port(port: int, timeout: float = 20) -> None:
         await writer.wait_closed()
         return True
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await connectable():
-        assert loop.time() < deadline, f"nothing listens on {port}"
-        await asyncio.sleep(0.1)
+    await wait_until(connectable, timeout, interval=0.1, what=f"nothing listens on {port}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from agent_core.mcp.manager import McpManager
 from agent_core.mcp.servers import ServerSpec, ServerState, ServerStatus
 from agent_core.tools.base import Tool, ToolContext
 from tests.mcp_servers.harness import http_server
+from tests.waiting import wait_until
 
 CTX = ToolContext(Path("."), session_key="s", user_id="u", agent_id="a", run_id="r")
 TOKEN = "tok-0123456789"
@@ -25,12 +25,6 @@ def by_name(tools: list[Tool]) -> dict[str, Tool]:
 
 def status(manager: McpManager) -> ServerStatus:
     return manager.statuses()[0]
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
 
 
 @pytest.mark.parametrize(("mode", "transport"), [("http", "streamable_http"), ("sse", "sse")])
@@ -60,13 +54,13 @@ async def test_an_http_server_serves_tools_and_is_reconnected_after_an_outage(
             changes: list[str] = []
             manager.on_change(changes.append)
             await tools["web__add_tool"].handler({"name": "fresh"}, CTX)
-            await eventually(lambda: "web__fresh" in status(manager).tools, timeout=5)
+            await wait_until(lambda: "web__fresh" in status(manager).tools, timeout=5)
             assert changes == ["web"]
 
             await server.stop()  # the server goes away
             with pytest.raises(ToolError, match=r"^MCP server 'web' "):
                 await tools["web__echo"].handler({"text": "x"}, CTX)
-            await eventually(lambda: status(manager).state is not ServerState.READY, timeout=5)
+            await wait_until(lambda: status(manager).state is not ServerState.READY, timeout=5)
             assert manager.degraded
             started = time.monotonic()
             with pytest.raises(ToolError, match="MCP server 'web' is"):
@@ -75,7 +69,7 @@ async def test_an_http_server_serves_tools_and_is_reconnected_after_an_outage(
             assert TOKEN not in (status(manager).error or "")
 
             await server.start()  # back on the same port
-            await eventually(lambda: status(manager).state is ServerState.READY, timeout=15)
+            await wait_until(lambda: status(manager).state is ServerState.READY, timeout=15)
             assert not manager.degraded
             assert status(manager).restarts >= 1
             assert await tools["web__echo"].handler({"text": "again"}, CTX) == "again"

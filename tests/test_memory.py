@@ -40,6 +40,7 @@ from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.test_compaction import RoleProvider, pairs
+from tests.waiting import wait_until
 
 NOTES = """# Preferences
 Alice drinks green tea, never coffee.
@@ -355,11 +356,7 @@ async def test_shutdown_cancels_background_compactions(tmp_path: Path) -> None:
     await loop.run(RunRequest(session_key="s1", message="more", user_id="u1"))
     assert loop.context.compactor.pending
 
-    async def summary_requested() -> None:
-        while not provider.of("summary"):
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(summary_requested(), 30)  # the compaction is under way
+    await wait_until(lambda: provider.of("summary"), 30)  # the compaction is under way
     router.invalidate("main")  # a replaced loop's compaction is cancelled too
     await asyncio.wait_for(router.aclose(), 30)
     assert not loop.context.compactor.pending

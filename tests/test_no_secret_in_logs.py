@@ -51,6 +51,7 @@ from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.zalo_server import FakeZalo, text_event
 from tests.service_support import clean_env, free_port, until
+from tests.waiting import wait_until
 
 # Realistic in shape, so any masking that keys on a format (or misses one) is tested too.
 TELEGRAM_TOKEN = "7391046285:AAF3kQz9Xw-Lp2Vn8Rt5Yb7Hc1Md4Ge6JsU"
@@ -251,18 +252,25 @@ async def serve(root: Path, config: Path) -> AsyncIterator[Served]:
 
 async def until_up(served: Served, channels: set[str]) -> None:
     up: dict[str, str] = {}
+
+    def failure() -> str:
+        return f"channels not up: {up}\n{served.log()}"
+
     async with httpx.AsyncClient(base_url=served.base) as http:
-        for _ in range(400):
+
+        async def all_up() -> bool:
+            nonlocal up
             if served.proc.returncode is not None:
-                break
+                raise AssertionError(failure())
             with contextlib.suppress(httpx.TransportError):
                 health = await http.get("/healthz")
                 up = health.json()["channels"]
                 if all(up.get(name) == "up" for name in channels):
                     served.said.append(("/healthz", health.text))
-                    return
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"channels not up: {up}\n{served.log()}")
+                    return True
+            return False
+
+        await wait_until(all_up, 20, interval=0.05, what=failure)
 
 
 async def web_chat(served: Served, text: str, *, user: str) -> dict[str, Any]:

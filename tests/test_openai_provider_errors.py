@@ -294,7 +294,7 @@ async def test_crlf_comments_and_split_chunks_are_parsed() -> None:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(SSE_HEAD + http_chunk(b": keep-alive\r\n\r\n" + first[:9]))
         await writer.drain()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # kept: the fake server's separate TCP writes
         writer.write(http_chunk(first[9:] + last[:20]))
         await writer.drain()
         await asyncio.sleep(0.01)

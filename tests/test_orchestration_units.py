@@ -112,7 +112,7 @@ async def test_a_child_that_outlives_child_timeout_fails_the_call(tmp_path: Path
     async def complete(request, on_delta=None):  # type: ignore[no-untyped-def]
         if "/spawn/" in request.messages[0].content and not slow.is_set():
             slow.set()
-            await asyncio.sleep(5)  # the child thinks for longer than child_timeout
+            await asyncio.sleep(5)  # kept: the child thinks for longer than child_timeout
         return await original(request, on_delta)
 
     provider.complete = complete  # type: ignore[method-assign]

@@ -29,6 +29,7 @@ from tests.fakes.zalo_server import FakeZalo, text_event
 from tests.service_support import run_cli, start_server, until
 from tests.slack_support import slack_section
 from tests.telegram_support import reactions
+from tests.waiting import wait_until
 
 NEVER_SENT = "a half-written answer that must never reach anyone"
 CUT_OFF = delay(30, text(NEVER_SENT))  # far longer than the grace: cut off by the stop
@@ -105,14 +106,9 @@ class Service:
             up = (await self.health()).json()["channels"]
             return all(up.get(name) == "up" for name in channels)
 
-        async def wait() -> None:
-            while not await all_up():
-                await asyncio.sleep(0.05)
-
-        try:
-            await asyncio.wait_for(wait(), 15)
-        except TimeoutError:
-            raise AssertionError(f"channels not up: {up}\n{self.log()}") from None
+        await wait_until(
+            all_up, 15, interval=0.05, what=lambda: f"channels not up: {up}\n{self.log()}"
+        )
 
     async def health(self) -> httpx.Response:
         async with httpx.AsyncClient() as client:
@@ -255,9 +251,12 @@ async def restart_answers_each_once(svc: Service, users: ThreeUsers, llm: FakeLL
     await until(users.answered, lambda: f"every user answered: {users.answers()}\n{svc.log()}")
     await until(users.clean, lambda: f"clean: {users.tg_reactions()}, {users.slack_reactions()}")
     # A reply is visible a moment before its delivery is recorded: wait for the records.
-    async with asyncio.timeout(15):
-        while (health := (await svc.health()).json())["inbox"]["depth"]:
-            await asyncio.sleep(0.05)
+
+    async def recorded() -> dict[str, Any] | None:
+        health = (await svc.health()).json()
+        return None if health["inbox"]["depth"] else health
+
+    health = await wait_until(recorded, 15, interval=0.05)
     await svc.stop()  # whatever this process would still send, it has sent now
     assert users.answers() == {
         "telegram": ["echo: question from telegram"],

@@ -103,7 +103,6 @@ async def test_concurrent_runs_of_one_session_do_not_interleave(
         for i in range(2)
     ]
     started = [asyncio.create_task(loop.run(r)) for r in runs]
-    await asyncio.sleep(0)
     results = await asyncio.gather(*started)
     assert [r.content for r in results] == ["answer to q0", "answer to q1"]
     assert loop.active_runs == 0

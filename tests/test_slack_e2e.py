@@ -302,7 +302,8 @@ class TestAuthFailures:
             socket = channel.socket
             await slack.wait_for(lambda: socket.fatal_error == "token_revoked", timeout=10)
             opened = len(slack.calls_of("apps.connections.open"))
-            await asyncio.sleep(1.0)  # a retry loop would call again within ping intervals
+            # Kept (negative check): a retry loop would call again within ping intervals.
+            await asyncio.sleep(1.0)
             assert len(slack.calls_of("apps.connections.open")) == opened
         finally:
             await http.aclose()

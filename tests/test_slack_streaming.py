@@ -10,7 +10,6 @@ every state a user could have seen.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -35,6 +34,7 @@ from channels.slack.streaming import MESSAGE_CHARS, SLACK_MARKDOWN_LIMIT, open_f
 from tests.fakes.slack_events import EventSender, message_event, next_ts
 from tests.fakes.slack_server import FakeSlack
 from tests.inbound_support import Handler, MemorySeen, webhook_client
+from tests.waiting import wait_until
 
 
 @dataclass
@@ -268,7 +268,8 @@ class TestLongAnswers:
         event = mention()
         _, stream = await adapter.open(event)
         await stream.update("Before")
-        await asyncio.sleep(0.3)
+        first_ts = _ts_of(slack, event["ts"], 0)
+        await wait_until(lambda: not slack.is_streaming("C1", first_ts))  # its lifetime passed
         slack.stream_lifetime = 300.0
         refs = await stream.finish("Before and after")
         assert len(refs) == 2

@@ -18,6 +18,7 @@ from sqlalchemy.exc import OperationalError
 from bot.storage import Database, open_database
 from bot.storage.lane import SqliteLane
 from bot.storage.state import SqlChannelState
+from tests.waiting import wait_until
 
 
 def _put(key: str, value: str) -> Callable[[Connection], str]:
@@ -56,18 +57,20 @@ async def test_reads_see_what_was_committed_and_run_on_their_own_lane(db: Databa
 
 async def test_a_slow_read_does_not_hold_up_the_next(tmp_path: Path) -> None:
     done: list[str] = []
+    begun: list[str] = []
 
     def read(name: str, seconds: float) -> Callable[[Connection], None]:
         def work(conn: Connection) -> None:
             conn.execute(text("SELECT 1"))
-            time.sleep(seconds)
+            begun.append(name)
+            time.sleep(seconds)  # kept: a slow read
             done.append(name)
 
         return work
 
     async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
         slow = asyncio.create_task(db.run_read(read("slow", 0.5)))
-        await asyncio.sleep(0.05)
+        await wait_until(lambda: begun)
         await db.run_read(read("quick", 0))
         assert done == ["quick"]  # on the other reader, while the slow one still runs
         await slow
@@ -94,7 +97,7 @@ async def test_a_cancelled_caller_keeps_the_writer_slot_until_its_transaction_en
     def slow(conn: Connection) -> None:
         order.append("slow started")
         _put("slow", "v")(conn)
-        time.sleep(0.3)
+        time.sleep(0.3)  # kept: a slow transaction
         order.append("slow ended")
 
     def next_one(conn: Connection) -> None:
@@ -103,8 +106,7 @@ async def test_a_cancelled_caller_keeps_the_writer_slot_until_its_transaction_en
 
     async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
         first = asyncio.create_task(db.run_write(slow))
-        while not order:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: order)
         second = asyncio.create_task(db.run_write(next_one))
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -164,13 +166,16 @@ async def test_a_lane_replaces_an_invalidated_connection(tmp_path: Path) -> None
 async def test_closing_finishes_the_work_already_handed_over(tmp_path: Path) -> None:
     path = tmp_path / "x.db"
 
+    running = threading.Event()
+
     def slow(conn: Connection) -> str:
-        time.sleep(0.2)
+        running.set()
+        time.sleep(0.2)  # kept: a slow write
         return _put("late", "v")(conn)
 
     db = await open_database(f"sqlite+aiosqlite:///{path}")
     pending = asyncio.create_task(db.run_write(slow))
-    await asyncio.sleep(0.05)  # handed over, still running
+    await wait_until(running.is_set)  # handed over, still running
     await db.aclose()
     assert (await asyncio.wait_for(pending, 5)).startswith("sqlite-")
     with sqlite3.connect(path) as other:

@@ -71,7 +71,7 @@ def chunk(text: str) -> Event:
 async def feed(streamed: StreamedReply, pieces: list[str], pause: float = 0.02) -> None:
     for piece in pieces:
         await streamed.on_event(chunk(piece))
-        await asyncio.sleep(pause)
+        await asyncio.sleep(pause)  # kept: a model streaming at its own pace
 
 
 async def test_the_answer_grows_then_ends_as_the_final_text() -> None:

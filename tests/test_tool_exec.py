@@ -30,7 +30,7 @@ class Probe:
             self.running += 1
             self.peak = max(self.peak, self.running)
             self.log.append(f"run:{name}:{args.get('n')}")
-            for _ in range(5):  # yield: concurrent siblings get to start meanwhile
+            for _ in range(5):  # kept: yield, concurrent siblings get to start meanwhile
                 await asyncio.sleep(0)
             self.running -= 1
             return f"{name}={args.get('n')}"
@@ -186,7 +186,7 @@ class TestHooks:
 
         async def hook(c: ToolCall, ctx: ToolContext) -> Block | None:
             order.append("hook")
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # kept: a hook that yields (a suspension point, no wait)
             return None
 
         await run([call("ro", {"n": i}) for i in range(3)], registry, hooks=[hook])

@@ -45,7 +45,7 @@ async def test_save_returns_before_the_write_and_readers_wait_for_it(db: Databas
     assert await _counts(db) == (0, 0)
     # Another store on the same database (the dashboard, `loopgate traces`) sees it.
     reader = asyncio.create_task(SqlTraceStore(db).recent_traces())
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # kept (negative check)
     assert not reader.done()  # it waits for the write
     written.set()
     [loaded] = await reader
@@ -132,7 +132,7 @@ async def test_a_cancelled_reader_does_not_cancel_the_write(db: Database) -> Non
     store = SqlTraceStore(db)
     await store.save_trace(_trace("run-1"))
     reader = asyncio.ensure_future(store.recent_traces())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # kept: one yield, the reader starts (it is cancelled mid-way)
     reader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reader
@@ -149,7 +149,7 @@ async def test_a_reader_waits_only_for_what_was_queued_before_it(db: Database) -
         while not stop.is_set():
             await store.save_trace(_trace(f"more-{n}"))
             n += 1
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # kept: a yield between saves (the simulated load)
 
     await store.save_trace(_trace("first"))
     saver = asyncio.ensure_future(keep_saving())

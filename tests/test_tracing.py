@@ -16,6 +16,7 @@ from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 from agent_core.tools import FILE_TOOLS
 from agent_core.tracing import VERBOSE_INPUT_CHARS, Trace, render_tree
 from bot.storage import Database, SqlSessionStore, SqlTraceStore, open_database
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -85,8 +86,7 @@ async def test_a_cancelled_run_still_saves_its_trace(db: Database, tmp_path: Pat
     provider = ScriptedProvider(reply("late"), delay=30)
     loop = sql_loop(db, tmp_path, provider)
     task = asyncio.create_task(loop.run(RunRequest(session_key="s1", message="hi", user_id="u")))
-    while not provider.requests:
-        await asyncio.sleep(0.005)
+    await wait_until(lambda: provider.requests)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -106,7 +106,7 @@ class SlowTraceStore(SqlTraceStore):
 
     async def save_trace(self, trace: Trace) -> None:
         self.saving.set()
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # kept: a slow save (the window for the second cancel)
         await super().save_trace(trace)
 
 
@@ -120,8 +120,7 @@ async def test_a_second_cancel_does_not_abandon_the_trace_save(
     settings = AgentSettings(id="main", model="m", workspace=tmp_path / "ws")
     loop = Loop(settings, provider, ToolRegistry(), SqlSessionStore(db), traces, EventBus())
     task = asyncio.create_task(loop.run(RunRequest(session_key="s1", message="hi", user_id="u")))
-    while not provider.requests:
-        await asyncio.sleep(0.005)
+    await wait_until(lambda: provider.requests)
     task.cancel()
     await traces.saving.wait()
     task.cancel()

@@ -11,7 +11,7 @@ from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel
 
 async def test_returns_the_result_when_nobody_cancels() -> None:
     async def work() -> int:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # kept: work with a suspension point
         return 7
 
     assert await finish_despite_cancel(work()) == 7
@@ -29,9 +29,9 @@ async def test_work_runs_to_its_end_through_two_cancels_then_the_cancel_propagat
     outer = asyncio.create_task(finish_despite_cancel(work()))
     await started.wait()
     outer.cancel()
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # kept (negative check)
     outer.cancel()
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # kept (negative check)
     assert not outer.done()  # still waiting for the work, not abandoning it
     release.set()
     with pytest.raises(asyncio.CancelledError):
@@ -40,17 +40,18 @@ async def test_work_runs_to_its_end_through_two_cancels_then_the_cancel_propagat
 
 
 async def test_hung_work_is_cancelled_after_the_grace_period() -> None:
-    cancelled = asyncio.Event()
+    cancelled, hanging = asyncio.Event(), asyncio.Event()
 
     async def hangs() -> None:
+        hanging.set()
         try:
-            await asyncio.sleep(3600)
+            await asyncio.sleep(3600)  # kept: work that hangs
         except asyncio.CancelledError:
             cancelled.set()
             raise
 
     outer = asyncio.create_task(finish_despite_cancel(hangs(), grace=0.05))
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(hanging.wait(), 5)
     outer.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(outer, 5)
@@ -69,23 +70,25 @@ async def test_cancel_and_wait_keeps_a_cancellation_of_the_caller() -> None:
     """The caller is stopped while it waits for a child that takes a moment to end: it must
     stop too, not go on (what ``suppress(CancelledError)`` around the wait would do)."""
     went_on = False
+    cleaning_up = asyncio.Event()
 
     async def child() -> None:
         try:
-            await asyncio.sleep(10)
+            await asyncio.sleep(10)  # kept: a child at work
         except asyncio.CancelledError:
-            await asyncio.sleep(0.1)  # clean-up of its own
+            cleaning_up.set()
+            await asyncio.sleep(0.1)  # kept: clean-up of its own that takes a moment
             raise
 
     async def caller() -> None:
         nonlocal went_on
         worker = asyncio.create_task(child())
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # kept: one yield, the child starts
         await cancel_and_wait(worker)
         went_on = True
 
     task = asyncio.create_task(caller())
-    await asyncio.sleep(0.02)  # the caller now waits for the child
+    await asyncio.wait_for(cleaning_up.wait(), 5)  # the caller now waits for the child
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -93,7 +96,7 @@ async def test_cancel_and_wait_keeps_a_cancellation_of_the_caller() -> None:
 
 
 async def test_cancel_and_wait_returns_when_only_the_child_is_cancelled() -> None:
-    worker = asyncio.create_task(asyncio.sleep(10))
-    await asyncio.sleep(0)
+    worker = asyncio.create_task(asyncio.sleep(10))  # kept: a child at work
+    await asyncio.sleep(0)  # kept: one yield, the child starts
     await cancel_and_wait(worker)
     assert worker.cancelled()

@@ -6,10 +6,9 @@ the fake Zalo server received. Waits are on conditions, never fixed sleeps.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from bot.http.server import create_app
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, delay, error, text
 from tests.fakes.zalo_server import DEFAULT_TOKEN, FakeZalo, event, image_event, text_event
+from tests.waiting import wait_until
 
 TOKEN = DEFAULT_TOKEN  # the fixture's fake server (tests/zalo_support.py)
 SECRET = "webhook-secret-123"
@@ -49,12 +49,7 @@ def zalo_config(
     return make_config(tmp_path, llm, channels={"zalo": section}, bot=bot or {})
 
 
-async def until(predicate: Callable[[], object], timeout: float = 10) -> None:
-    async def loop() -> None:
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(loop(), timeout)
+until = wait_until
 
 
 async def settle(zalo: FakeZalo, rounds: int = 2) -> None:

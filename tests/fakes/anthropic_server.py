@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.server import FakeServer
 
 __all__ = [
     "FakeAnthropic",
@@ -132,14 +132,17 @@ class RecordedRequest:
 
 
 @dataclass
-class FakeAnthropic:
+class FakeAnthropic(FakeServer):
+    name = "FakeAnthropic"
+    graceful_shutdown = 2
+
     api_key: str | None = None  # when set, requests without ``x-api-key: <key>`` get 401
     requests: list[RecordedRequest] = field(default_factory=list)
     _queue: deque[ScriptItem] = field(default_factory=deque)
-    _server: LoopbackServer | None = None
-    _closing: asyncio.Event = field(default_factory=asyncio.Event)
-    _port: int | None = None
     _ids: int = 0
+
+    def __post_init__(self) -> None:
+        FakeServer.__init__(self)
 
     def script(self, *items: ScriptItem) -> None:
         self._queue.extend(items)
@@ -148,31 +151,11 @@ class FakeAnthropic:
     def remaining(self) -> int:
         return len(self._queue)
 
-    @property
-    def base_url(self) -> str:
-        if self._port is None:
-            raise RuntimeError("FakeAnthropic is not started")
-        return f"http://127.0.0.1:{self._port}"
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
 
-    async def start(self) -> None:
-        app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
-        self._closing = asyncio.Event()
-        self._server = LoopbackServer(app, name="FakeAnthropic", ws="none", graceful_shutdown=2)
-        self._port = await self._server.start()
-
-    async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._closing.set()
-        await self._server.stop()
-        self._server = None
-
-    async def __aenter__(self) -> FakeAnthropic:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+    def timeout_detail(self) -> str:
+        return f"{len(self.requests)} requests"
 
     # -- handler ------------------------------------------------------------------------------
 
@@ -180,6 +163,7 @@ class FakeAnthropic:
         body = json.loads(await request.body() or b"{}")
         headers = {k.lower(): v for k, v in request.headers.items()}
         self.requests.append(RecordedRequest(request.url.path, headers, body))
+        self.changed()
         if self.api_key is not None and headers.get("x-api-key") != self.api_key:
             return _error_response(401, "authentication_error", "invalid x-api-key")
         if "max_tokens" not in body or "model" not in body:

@@ -51,7 +51,7 @@ from tests.fakes.llm_script import (
     text,
     tool_calls,
 )
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.server import FakeServer
 
 __all__ = [
     "ErrorReply",
@@ -93,18 +93,19 @@ class RecordedRequest:
 # -- the server ----------------------------------------------------------------------------
 
 
-class FakeLLM:
+class FakeLLM(FakeServer):
     """The fake server. Use as ``async with FakeLLM() as llm`` (or ``await start()/stop()``)."""
 
+    name = "FakeLLM"
+    url_path = "/v1"
+
     def __init__(self, model: str = "fake-model", *, api_key: str | None = None) -> None:
+        super().__init__()
         self.model = model
         self.api_key = api_key  # when set, requests without ``Bearer <api_key>`` get 401
         self.requests: list[RecordedRequest] = []
         self._queue: deque[ScriptItem] = deque()
         self._routes: list[tuple[str, deque[ScriptItem]]] = []
-        self._server: LoopbackServer | None = None
-        self._closing = asyncio.Event()
-        self._port: int | None = None
         self._call_counter = 0
 
     # public API
@@ -146,40 +147,16 @@ class FakeLLM:
     def last_request(self) -> RecordedRequest:
         return self.chat_requests[-1]
 
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("FakeLLM is not started")
-        return self._port
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    async def start(self) -> None:
-        app = Starlette(
+    def app(self) -> Starlette:
+        return Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
         )
-        self._closing = asyncio.Event()
-        self._server = LoopbackServer(app, name="FakeLLM", ws="none", graceful_shutdown=5)
-        self._port = await self._server.start()
 
-    async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._closing.set()  # wakes up delayed answers so shutdown does not wait for them
-        await self._server.stop()
-        self._server = None
-
-    async def __aenter__(self) -> FakeLLM:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+    def timeout_detail(self) -> str:
+        return f"last requests: {[r.path for r in self.requests[-15:]]}"
 
     # handlers
 
@@ -192,6 +169,7 @@ class FakeLLM:
             json=json.loads(body) if body else None,
         )
         self.requests.append(recorded)
+        self.changed()
         return recorded
 
     def _unauthorized(self, recorded: RecordedRequest) -> Response | None:

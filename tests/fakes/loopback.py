@@ -14,6 +14,8 @@ from typing import Literal
 import uvicorn
 from starlette.types import ASGIApp
 
+from tests.waiting import wait_until
+
 
 class _Server(uvicorn.Server):
     """uvicorn without signal handling: the test runner keeps its Ctrl+C."""
@@ -31,6 +33,7 @@ class LoopbackServer:
         name: str,
         ws: Literal["none", "auto", "websockets", "websockets-sansio"] = "none",
         graceful_shutdown: float = 5.0,
+        ws_ping_interval: float | None = 20.0,
     ) -> None:
         self.name = name
         self._config = uvicorn.Config(
@@ -42,6 +45,7 @@ class LoopbackServer:
             access_log=False,
             lifespan="off",
             ws=ws,
+            ws_ping_interval=ws_ping_interval,
             timeout_graceful_shutdown=int(graceful_shutdown),
         )
         self._server: _Server | None = None
@@ -50,12 +54,13 @@ class LoopbackServer:
 
     async def start(self) -> int:
         self._server = _Server(self._config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                await self._task
-                raise RuntimeError(f"{self.name} failed to start")
-            await asyncio.sleep(0.005)
+        server, task = self._server, asyncio.create_task(self._server.serve())
+        self._task = task
+        # uvicorn only flips a flag once listening: poll it (or the task's early end).
+        await wait_until(lambda: server.started or task.done(), 30, interval=0.005)
+        if not server.started:
+            await task
+            raise RuntimeError(f"{self.name} failed to start")
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self.port
 

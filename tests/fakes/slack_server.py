@@ -45,17 +45,16 @@ import json
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from tests.fakes.server import FakeServer
 from tests.fakes.slack_events import (
     EventSender,
     app_mention_event,
@@ -110,14 +109,14 @@ class _Failure:
     """Carry the call out, then answer (normally) only after this many seconds."""
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 @dataclass
-class FakeSlack:
+class FakeSlack(FakeServer):
+    name = "FakeSlack"
+    url_path = "/api/"
+    ws = "websockets-sansio"
+    ws_ping_interval = None
+    graceful_shutdown = 2
+
     bot_token: str = "xoxb-test"
     app_token: str = "xapp-test"
     signing_secret: str = "s3cr3t"
@@ -149,26 +148,12 @@ class FakeSlack:
     """Seconds a stream started from now on stays open; Slack ends one after about 5 minutes."""
 
     def __post_init__(self) -> None:
+        FakeServer.__init__(self)
         self._failures: dict[str, deque[_Failure]] = {}
-        self._changed = asyncio.Event()
         self._socket: WebSocket | None = None
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._port: int | None = None
-        self._released = asyncio.Event()  # ends every hang (set on stop)
         self._streams: dict[tuple[str, str], _Stream] = {}
 
     # -- control ---------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("FakeSlack is not started")
-        return self._port
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api/"
 
     def fail(
         self,
@@ -235,18 +220,8 @@ class FakeSlack:
         if stream is not None:
             stream.ended = error
 
-    async def wait_for(self, predicate: Callable[[], object], timeout: float = 10) -> None:
-        async def loop() -> None:
-            while not predicate():
-                self._changed.clear()
-                # Also re-check now and then: some conditions change on the client side only.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), 0.05)
-
-        await asyncio.wait_for(loop(), timeout)
-
-    def _notify(self) -> None:
-        self._changed.set()
+    def timeout_detail(self) -> str:
+        return f"last calls: {[c.method for c in self.calls[-15:]]}"
 
     # -- Socket Mode -------------------------------------------------------------------------
 
@@ -280,7 +255,7 @@ class FakeSlack:
         await ws.accept()
         self._socket = ws
         self.socket_connections += 1
-        self._notify()
+        self.changed()
         await ws.send_text(
             json.dumps(
                 {
@@ -297,13 +272,13 @@ class FakeSlack:
                 data = json.loads(raw)
                 if isinstance(data, dict) and "envelope_id" in data:
                     self.acks[str(data["envelope_id"])] = data
-                    self._notify()
+                    self.changed()
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
             if self._socket is ws:
                 self._socket = None
-            self._notify()
+            self.changed()
 
     # -- Web API -------------------------------------------------------------------------------
 
@@ -319,7 +294,7 @@ class FakeSlack:
         token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         token = token or str(args.get("token", ""))
         self.calls.append(ApiCall(method, args, token, time.monotonic()))
-        self._notify()
+        self.changed()
         expected = self.app_token if method == "apps.connections.open" else self.bot_token
         if self.revoked:
             return _error("token_revoked")
@@ -333,12 +308,12 @@ class FakeSlack:
         if handler is None:
             return _error("unknown_method")
         result: dict[str, Any] = handler(args)
-        self._notify()
+        self.changed()
         if failure is not None and failure.after_posting:
             return _failure_response(failure)
         if failure is not None and failure.hang is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._released.wait(), failure.hang)
+                await asyncio.wait_for(self.closing.wait(), failure.hang)  # ends on stop
         return JSONResponse({"ok": True, **result} if "error" not in result else result)
 
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -556,49 +531,16 @@ class FakeSlack:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        app = Starlette(
+    def app(self) -> Starlette:
+        return Starlette(
             routes=[
                 Route("/api/{method}", self._api, methods=["GET", "POST"]),
                 WebSocketRoute("/socket-mode", self._socket_endpoint),
             ]
         )
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            ws="websockets-sansio",
-            ws_ping_interval=None,
-            timeout_graceful_shutdown=2,
-        )
-        self._server = _Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                await self._task
-                raise RuntimeError("FakeSlack failed to start")
-            await asyncio.sleep(0.005)
-        self._port = self._server.servers[0].sockets[0].getsockname()[1]
 
-    async def stop(self) -> None:
-        if self._server is None or self._task is None:
-            return
-        await self.drop_socket()
-        self._released.set()
-        self._server.should_exit = True
-        await self._task
-        self._server = self._task = None
-
-    async def __aenter__(self) -> FakeSlack:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+    async def before_stop(self) -> None:
+        await self.drop_socket()  # ``closing`` also ends every hang
 
 
 MARKDOWN_LIMIT = 12_000  # markdown_text per call, and per message on chat.update

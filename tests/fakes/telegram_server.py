@@ -42,7 +42,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.server import FakeServer
 from tests.fakes.telegram_html import HtmlError, parse_html
 
 __all__ = ["Call", "Failure", "FakeTelegram", "Hold", "Upload"]
@@ -128,10 +128,14 @@ class ApiError(Exception):
         self.parameters = {k: v for k, v in parameters.items() if v is not None}
 
 
-class FakeTelegram:
+class FakeTelegram(FakeServer):
+    name = "FakeTelegram"
+    graceful_shutdown = 2
+
     def __init__(
         self, *, token: str = TOKEN, bot_id: int = 999, bot_username: str = "loopgate_bot"
     ) -> None:
+        super().__init__()
         self.token = token
         self.bot_id = bot_id
         self.bot_username = bot_username
@@ -153,38 +157,17 @@ class FakeTelegram:
         """(chat_id, draft_id) → every text a draft preview showed, in order."""
         self.unknown_methods: set[str] = set()
         """Methods answered 404 "Not Found", as by a Bot API server that predates them."""
-        self._changed = asyncio.Condition()
-        self._server: LoopbackServer | None = None
-        self._port = 0
-        self._closing = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._port}"
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/bot{token}/{method}", self._api, methods=["POST", "GET"])])
 
-    async def start(self) -> None:
-        app = Starlette(routes=[Route("/bot{token}/{method}", self._api, methods=["POST", "GET"])])
-        self._server = LoopbackServer(app, name="FakeTelegram", ws="none", graceful_shutdown=2)
-        self._port = await self._server.start()
+    async def before_stop(self) -> None:
+        self.release()  # held calls answer; ``closing`` ends pending long polls
 
-    async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._closing.set()  # releases pending long polls
-        self.release()
-        async with self._changed:
-            self._changed.notify_all()
-        await self._server.stop()
-        self._server = None
-
-    async def __aenter__(self) -> FakeTelegram:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+    def timeout_detail(self) -> str:
+        return f"last calls: {[c.method for c in self.calls[-15:]]}"
 
     # -- test API --------------------------------------------------------------------------
 
@@ -192,7 +175,7 @@ class FakeTelegram:
         """Queue an update for getUpdates; returns its update_id."""
         update_id = self.new_update_id()
         self.updates.append({"update_id": update_id, **update})
-        asyncio.get_running_loop().create_task(self._notify())
+        self.changed()
         return update_id
 
     def new_update_id(self) -> int:
@@ -270,17 +253,6 @@ class FakeTelegram:
         message = self.messages.get((chat_id, message_id))
         return None if message is None or message.deleted else message.text
 
-    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> None:
-        async def wait() -> None:
-            async with self._changed:
-                await self._changed.wait_for(lambda: bool(predicate()))
-
-        try:
-            await asyncio.wait_for(wait(), timeout)
-        except TimeoutError:
-            methods = [c.method for c in self.calls[-15:]]
-            raise AssertionError(f"not met in {timeout}s; last calls: {methods}") from None
-
     # -- update builders -------------------------------------------------------------------
 
     def user(self, user_id: int = 42, first_name: str = "Alice", **extra: Any) -> dict[str, Any]:
@@ -348,10 +320,6 @@ class FakeTelegram:
 
     # -- the API ---------------------------------------------------------------------------
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
     async def _api(self, request: Request) -> Response:
         if request.path_params["token"] != self.token:
             return JSONResponse(
@@ -371,7 +339,7 @@ class FakeTelegram:
         if self._take_hold(method):
             self.held.append(call)
             released = self._released
-            await self._notify()
+            self.changed()
             await released.wait()
             return JSONResponse(
                 {"ok": False, "error_code": 502, "description": "Bad Gateway"}, status_code=502
@@ -396,7 +364,7 @@ class FakeTelegram:
             response: Response = JSONResponse(body, status_code=exc.status)
         else:
             response = JSONResponse({"ok": True, "result": result})
-        await self._notify()
+        self.changed()
         return response
 
     def _inject_failure(self, method: str, params: dict[str, Any]) -> None:
@@ -429,17 +397,11 @@ class FakeTelegram:
             self.updates = [u for u in self.updates if u["update_id"] >= offset]
         timeout = float(params.get("timeout") or 0)
 
-        async def available() -> None:
-            async with self._changed:
-                await self._changed.wait_for(
-                    lambda: (
-                        self._closing.is_set()
-                        or any(u["update_id"] >= offset for u in self.updates)
-                    )
-                )
+        def available() -> bool:
+            return self.closing.is_set() or any(u["update_id"] >= offset for u in self.updates)
 
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(available(), timeout)
+            await self._changes.wait_for(available, timeout)
         limit = int(params.get("limit") or 100)
         return [u for u in self.updates if u["update_id"] >= offset][:limit]
 

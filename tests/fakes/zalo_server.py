@@ -18,13 +18,10 @@ an idle long poll ends with HTTP 408 ``{"ok": false, "error_code": 408}``, as th
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import json
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.server import FakeServer
 
 __all__ = ["Failure", "FakeZalo", "Recorded", "event", "image_event", "text_event"]
 
@@ -92,8 +89,11 @@ class Failure:
     delivered: bool = False  # sendMessage: record the message anyway (it "went out") and fail
 
 
-class FakeZalo:
+class FakeZalo(FakeServer):
+    name = "FakeZalo"
+
     def __init__(self, token: str = DEFAULT_TOKEN, *, idle_wait: float = 0.2) -> None:
+        super().__init__()
         self.token = token
         self.idle_wait = idle_wait  # cap on how long an idle getUpdates waits before 408
         self.updates_shape: Literal["object", "list"] = "object"
@@ -109,17 +109,13 @@ class FakeZalo:
         self.messages: list[Recorded] = []  # sendMessage calls that were delivered
         self._updates: deque[dict[str, Any]] = deque()
         self._failures: dict[str, deque[Failure]] = defaultdict(deque)
-        self._changed = asyncio.Event()
-        self._closing = asyncio.Event()
-        self._server: LoopbackServer | None = None
-        self._port: int | None = None
 
     # -- scripting -------------------------------------------------------------------------
 
     def push(self, *events: dict[str, Any]) -> None:
         """Queue events for the next getUpdates calls."""
         self._updates.extend(events)
-        self._notify()
+        self.changed()
 
     def fail(self, method: str, status: int, *, times: int = 1, **kw: Any) -> None:
         """The next ``times`` calls of ``method`` fail with ``status``."""
@@ -139,13 +135,8 @@ class FakeZalo:
             if chat_id is None or m.json.get("chat_id") == chat_id
         ]
 
-    async def wait_for(self, predicate: Callable[[], object], timeout: float = 10) -> None:
-        async def loop() -> None:
-            while not predicate():
-                self._changed.clear()
-                await self._changed.wait()
-
-        await asyncio.wait_for(loop(), timeout)
+    def timeout_detail(self) -> str:
+        return f"last requests: {[r.method for r in self.requests[-15:]]}"
 
     async def post_webhook(
         self, url: str, payload: Any, *, secret: str | None, transport: Any = None
@@ -157,37 +148,10 @@ class FakeZalo:
 
     # -- server ----------------------------------------------------------------------------
 
-    @property
-    def base_url(self) -> str:
-        if self._port is None:
-            raise RuntimeError("FakeZalo is not started")
-        return f"http://127.0.0.1:{self._port}"
-
-    async def start(self) -> None:
-        app = Starlette(routes=[Route("/bot{token}/{method}", self._call, methods=["POST"])])
-        self._closing = asyncio.Event()
-        self._server = LoopbackServer(app, name="FakeZalo", ws="none", graceful_shutdown=5)
-        self._port = await self._server.start()
-
-    async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._closing.set()
-        self._notify()
-        await self._server.stop()
-        self._server = None
-
-    async def __aenter__(self) -> FakeZalo:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/bot{token}/{method}", self._call, methods=["POST"])])
 
     # -- handlers --------------------------------------------------------------------------
-
-    def _notify(self) -> None:
-        self._changed.set()
 
     async def _call(self, request: Request) -> Response:
         token = request.path_params["token"]
@@ -199,7 +163,7 @@ class FakeZalo:
             body = {}
         response = await self._answer(token, method, body if isinstance(body, dict) else {})
         self.requests.append(Recorded(method, token, body, time.monotonic(), response.status_code))
-        self._notify()
+        self.changed()
         return response
 
     async def _answer(self, token: str, method: str, body: dict[str, Any]) -> Response:
@@ -236,9 +200,7 @@ class FakeZalo:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
+            await self.next_change(remaining)
         if not self._updates:
             raise _Idle
         if self.updates_shape == "list":
