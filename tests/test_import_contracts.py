@@ -10,7 +10,8 @@ from pathlib import Path
 
 import grimp
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 PACKAGES = ("bot", "channels", "agent_core")
 
 

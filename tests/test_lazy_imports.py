@@ -12,8 +12,7 @@ from sqlalchemy import text
 
 from bot.storage import open_database
 from bot.storage.db import HEAD_REVISION, alembic_config, head_revision
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
 
 
 def _imported_after(code: str, cwd: Path, *, modules: bool = False) -> set[str]:
@@ -87,7 +86,8 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     tmp_path: Path,
 ) -> None:
     # Redis only with redis.url; the Anthropic provider only when configured;
-    # tiktoken only when a conversation grows near a threshold (tests/test_tokens_deferred.py).
+    # tiktoken only when a conversation grows near a threshold
+    # (tests/agent_core/test_tokens_deferred.py).
     modules = _imported_after(
         """
         import asyncio

@@ -1,0 +1,141 @@
+"""The deferred token counter (issue 16, memory): the encoding is loaded only when a count could
+change a decision, and every decision is the one exact counting takes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from agent_core.messages import Message, ToolCall
+from agent_core.settings import PruningSettings
+from agent_core.testing import ScriptedProvider, reply
+from agent_core.tokens import (
+    MAX_RATIO,
+    MIN_RATIO,
+    REPLAYED_CALIBRATIONS,
+    TokenCounter,
+    byte_bound,
+    get_encoder,
+)
+from tests.agent_core.test_loop import make_loop, request
+
+PIECES = [
+    "hello", " world", "\n\n", "    ", "ö", "é", "😀", "漢字", "ﬁ", "<|endoftext|>", "\t",
+    "123456", "!!!", "\u200b", "\ud800", "Привет", "🇻🇳", "a" * 40, " " * 17, "def f(x):",
+]  # fmt: skip
+
+
+def random_text(rng: random.Random) -> str:
+    return "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 30)))
+
+
+def random_messages(rng: random.Random) -> list[Message]:
+    out: list[Message] = [Message.system(random_text(rng))]
+    for i in range(rng.randint(1, 6)):
+        out.append(Message.user(random_text(rng)))
+        if rng.random() < 0.3:
+            calls = (ToolCall(f"c{i}", random_text(rng) or "t", random_text(rng)),)
+            out.append(Message.assistant(random_text(rng), calls))
+            out.append(Message.tool(calls[0], random_text(rng)))
+        out.append(Message.assistant(random_text(rng)))
+    return out
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "llama3.1"])
+def test_no_text_has_more_tokens_than_utf8_bytes(model: str) -> None:
+    encoder = get_encoder(model)
+    assert encoder is not None
+    rng = random.Random(16)
+    for _ in range(2000):
+        text = random_text(rng)
+        assert len(encoder.encode(text, disallowed_special=())) <= byte_bound(text), repr(text)
+
+
+def test_the_ceiling_bounds_the_exact_count_through_calibrations() -> None:
+    rng = random.Random(4)
+    eager, deferred = TokenCounter("gpt-4o"), TokenCounter("gpt-4o", deferred=True)
+    for _ in range(REPLAYED_CALIBRATIONS):
+        messages = random_messages(rng)
+        assert deferred.ceiling(messages) >= eager.count(messages)
+        reported = rng.randint(1, 5 * eager.count_raw(messages))  # ratios past both clamps too
+        eager.calibrate(messages, reported)
+        deferred.calibrate(messages, reported)
+        assert deferred.ceiling(messages) >= eager.count(messages)
+    assert not deferred.loaded and eager.calibrated
+    deferred.load(get_encoder("gpt-4o"))
+    # every calibration was kept, so the replay ends on exactly the eager ratio
+    assert deferred.ratio == pytest.approx(eager.ratio) and deferred.calibrated
+    probe = random_messages(rng)
+    assert deferred.count(probe) == eager.count(probe)
+
+
+def test_only_the_last_calibrations_are_replayed_and_older_ones_barely_matter() -> None:
+    rng = random.Random(7)
+    eager, deferred = TokenCounter("gpt-4o"), TokenCounter("gpt-4o", deferred=True)
+    for _ in range(3 * REPLAYED_CALIBRATIONS):
+        messages = random_messages(rng)
+        reported = rng.randint(1, 5 * eager.count_raw(messages))
+        eager.calibrate(messages, reported)
+        deferred.calibrate(messages, reported)
+    deferred.load(get_encoder("gpt-4o"))
+    spread = (MAX_RATIO - MIN_RATIO) / 2**REPLAYED_CALIBRATIONS
+    assert abs(deferred.ratio - eager.ratio) <= spread
+
+
+def test_a_deferred_counter_does_not_count_until_loaded() -> None:
+    counter = TokenCounter("gpt-4o", deferred=True)
+    with pytest.raises(RuntimeError, match="load"):
+        counter.count([Message.user("hi")])
+    counter.load(None)  # no tiktoken: the 4-characters estimate, as an eager counter has
+    assert counter.count_text("a" * 400) == 100
+
+
+def sized(tool_chars: int, turns: int = 3) -> list[Message]:
+    call = ToolCall("c1", "read_file", '{"path": "f"}')
+    out = [Message.system("You are a test."), Message.user("read f")]
+    out += [Message.assistant("", (call,)), Message.tool(call, "x" * tool_chars)]
+    for i in range(turns):
+        out += [Message.user(f"question {i}"), Message.assistant(f"answer {i}")]
+    return [*out, Message.user("and now?")]
+
+
+async def test_fit_decides_as_exact_counting_does_and_loads_only_when_it_must(
+    tmp_path: Path,
+) -> None:
+    pruning = PruningSettings(keep_last_assistants=1, soft_trim_max_chars=600)
+    for tool_chars in (50, 500, 1_000, 1_600, 2_500, 4_000, 9_000):
+        messages = sized(tool_chars)
+        provider = ScriptedProvider()
+        eager_loop, _, _ = make_loop(tmp_path, provider, context_window=3_000, pruning=pruning)
+        deferred_loop, _, _ = make_loop(tmp_path, provider, context_window=3_000, pruning=pruning)
+        await eager_loop.context.counter()  # loaded up front: the exact decisions
+        eager = await eager_loop.context.fit(list(messages), allow_compaction=False)
+        fit = await deferred_loop.context.fit(list(messages), allow_compaction=False)
+        assert fit.messages == eager.messages, tool_chars
+        assert (fit.pruned, fit.exceeded) == (eager.pruned, eager.exceeded), tool_chars
+        loaded = deferred_loop.context.deferred_counter().loaded
+        if fit.tokens is None:  # not counted: nothing could have happened
+            assert not loaded and eager.pruned == 0 and not eager.exceeded
+        else:
+            assert loaded and fit.tokens == eager.tokens
+    # the sizes above cover both sides: a small request stays deferred, a big one prunes
+    small = await make_loop(tmp_path, ScriptedProvider(), context_window=3_000)[0].context.fit(
+        sized(50), allow_compaction=False
+    )
+    assert small.tokens is None
+    big_loop = make_loop(tmp_path, ScriptedProvider(), context_window=3_000, pruning=pruning)[0]
+    big = await big_loop.context.fit(sized(9_000), allow_compaction=False)
+    assert big.pruned == 1 and big_loop.context.deferred_counter().loaded
+
+
+async def test_a_short_conversation_never_loads_the_encoding(tmp_path: Path) -> None:
+    provider = ScriptedProvider(reply("one"), reply("two"))
+    loop, _, _ = make_loop(tmp_path, provider)
+    assert (await loop.run(request("hi"))).content == "one"
+    assert (await loop.run(request("again"))).content == "two"
+    counter = loop.context.deferred_counter()
+    assert not counter.loaded
+    # the provider's reports were kept for when it is loaded
+    assert counter._pending and all(n > 0 for _, n in counter._pending)
