@@ -26,6 +26,7 @@ from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.slack_support import slack_section
 from tests.telegram_support import channel_of, telegram_section
+from tests.waiting import wait_until
 
 RATE = 20.0  # sends a second: one every 50 ms
 STEP = 1 / RATE
@@ -89,8 +90,9 @@ async def test_a_429_in_one_process_holds_the_chat_in_the_other(
 ) -> None:
     a, b = pacers(links, RateLimits())
     a.hold("42", 0.3)
-    # Kept (no signal to wait on): the hold reaches Redis in the background.
-    await asyncio.sleep(0.05)
+    # The hold reaches Redis in the background: wait until its key is there.
+    base = RedisPaceStore(links[0], "telegram", "123:abc").base
+    await wait_until(lambda: links[0].client.keys(f"{base}:hold:*"), timeout=5)
     waited = await b.acquire("42", group=False)
     assert 0.2 <= waited <= 1.0
     assert await b.acquire("43", group=False) == 0  # other chats are not held
