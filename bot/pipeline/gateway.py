@@ -78,7 +78,6 @@ class Gateway:
         self.sessions = sessions
         self.access = access or AccessPolicy(config)
         self.inbox = inbox
-        self.channel_ready = channel_ready
         limit = config.bot.sender_rate_limit
         if limiter is None and limit != "off":
             limiter = MemorySenderLimiter(limit.per_minute, limit.burst)
