@@ -12,7 +12,7 @@ AgentError
 ├── TaskConflict           a team task is not in a state that allows the change
 │                          (agent_core.orchestration.records)
 ├── DeltaHandlerFailed     carries a stream callback's own failure past the provider's error
-│                          translation (agent_core.providers.transport)
+│                          translation (agent_core.providers._transport)
 └── WorkspaceEscape        a path outside the workspace; also a ValueError (agent_core.workspace)
 
 Outside it on purpose: ``agent_core.testing.UnexpectedModelCall``, a test double's

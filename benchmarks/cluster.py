@@ -63,7 +63,7 @@ from serve_common import (
 )
 
 from bot.logging_setup import configure_logging
-from bot.storage.db import open_database
+from bot.storage._db import open_database
 from tests.fakes.llm_server import FakeLLM
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bot.app
 from bot.cli import main
-from bot.storage.db import open_database
+from bot.storage._db import open_database
 
 if __name__ == "__main__":
     schema = os.environ.get("LOOPGATE_BENCH_SCHEMA")

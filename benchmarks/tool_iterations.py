@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_core import AgentSettings, Event, EventBus, EventType, Loop, MemoryStore, RunRequest
-from agent_core.mcp.manager import McpManager
-from agent_core.mcp.servers import ServerSpec
+from agent_core.mcp._manager import McpManager
+from agent_core.mcp._servers import ServerSpec
 from agent_core.orchestration.children import Orchestrator
 from agent_core.orchestration.tools import spawn_tool
 from agent_core.providers.base import DeltaHandler, ModelRequest, ModelResponse

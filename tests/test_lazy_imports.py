@@ -11,7 +11,7 @@ from alembic import command
 from sqlalchemy import text
 
 from bot.storage import open_database
-from bot.storage.db import HEAD_REVISION, alembic_config, head_revision
+from bot.storage._db import HEAD_REVISION, alembic_config, head_revision
 from tests.paths import ROOT
 
 
@@ -34,7 +34,7 @@ def _imported_after(code: str, cwd: Path, *, modules: bool = False) -> set[str]:
 def test_head_revision_constant_matches_the_migrations_folder() -> None:
     # A new migration must move the constant too, or every start would import Alembic for
     # nothing (and a database at the old head would not be upgraded).
-    assert head_revision() == HEAD_REVISION, "set HEAD_REVISION in bot/storage/db.py"
+    assert head_revision() == HEAD_REVISION, "set HEAD_REVISION in bot/storage/_db.py"
 
 
 async def test_a_database_at_head_opens_without_alembic(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     )
     assert "bot.pipeline.gateway" in modules and "agent_core.context_budget" in modules
     assert not {m.split(".")[0] for m in modules} & {"redis", "tiktoken", "httpx_sse"}
-    assert "agent_core.providers.anthropic" not in modules
+    assert "agent_core.providers._anthropic" not in modules
 
 
 def test_the_telegram_channel_does_not_load_cryptography_and_leaves_it_importable(

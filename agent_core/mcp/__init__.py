@@ -8,8 +8,8 @@ The MCP SDK itself loads with the first connection (manager.py imports connectio
 importing this package stays cheap.
 """
 
-from agent_core.mcp.manager import McpManager
-from agent_core.mcp.search import add_mcp_tools
-from agent_core.mcp.servers import ServerSpec, ServerState, ServerStatus
+from agent_core.mcp._manager import McpManager
+from agent_core.mcp._search import add_mcp_tools
+from agent_core.mcp._servers import ServerSpec, ServerState, ServerStatus
 
 __all__ = ["McpManager", "ServerSpec", "ServerState", "ServerStatus", "add_mcp_tools"]

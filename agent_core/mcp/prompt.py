@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_core.mcp.search import MCP_TOOL_SEARCH
+from agent_core.mcp._search import MCP_TOOL_SEARCH
 from agent_core.prompt_types import PromptView
 from agent_core.tools.base import Tool
 

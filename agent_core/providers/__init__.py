@@ -6,6 +6,8 @@ never loads it.
 
 from typing import TYPE_CHECKING, Any
 
+from agent_core.providers._offline import OfflineProvider
+from agent_core.providers._openai_compat import OpenAICompatProvider
 from agent_core.providers.base import (
     Delta,
     DeltaHandler,
@@ -14,11 +16,9 @@ from agent_core.providers.base import (
     Provider,
     ToolSpec,
 )
-from agent_core.providers.offline import OfflineProvider
-from agent_core.providers.openai_compat import OpenAICompatProvider
 
 if TYPE_CHECKING:
-    from agent_core.providers.anthropic import AnthropicProvider
+    from agent_core.providers._anthropic import AnthropicProvider
 
 __all__ = [
     "AnthropicProvider",
@@ -35,7 +35,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "AnthropicProvider":
-        from agent_core.providers.anthropic import AnthropicProvider
+        from agent_core.providers._anthropic import AnthropicProvider
 
         return AnthropicProvider
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

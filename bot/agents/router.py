@@ -81,7 +81,7 @@ class StoredAgentLike(Protocol):
 
 
 class AgentStore(Protocol):
-    """Where agents defined at run time live (:class:`bot.storage.agents.SqlAgentStore`)."""
+    """Where agents defined at run time live (:class:`bot.storage._agents.SqlAgentStore`)."""
 
     async def get(self, agent_id: str) -> StoredAgentLike | None: ...
 

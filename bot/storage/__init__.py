@@ -4,13 +4,13 @@
 :class:`Database`.
 """
 
-from bot.storage.agents import SqlAgentStore, StoredAgent
-from bot.storage.db import DEFAULT_DATABASE_URL, Database, head_revision, open_database
-from bot.storage.errors import SessionNotFound, StorageError
-from bot.storage.evolution_rows import MetricSnapshotRow, SuggestionRow
+from bot.storage._agents import SqlAgentStore, StoredAgent
+from bot.storage._db import DEFAULT_DATABASE_URL, Database, head_revision, open_database
+from bot.storage._errors import SessionNotFound, StorageError
+from bot.storage._evolution_rows import MetricSnapshotRow, SuggestionRow
+from bot.storage._sessions import SessionInfo, SqlSessionStore
+from bot.storage._state import SqlChannelState, SqlDedupeStore
 from bot.storage.orchestration import SqlOrchestrationStore
-from bot.storage.sessions import SessionInfo, SqlSessionStore
-from bot.storage.state import SqlChannelState, SqlDedupeStore
 from bot.storage.traces import SqlTraceStore
 
 __all__ = [

@@ -10,7 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 
 class Dialected(Protocol):
-    """A database that names its dialect (:class:`bot.storage.db.Database`)."""
+    """A database that names its dialect (:class:`bot.storage._db.Database`)."""
 
     @property
     def dialect(self) -> str: ...

@@ -19,9 +19,8 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select,
 from sqlalchemy.sql.expression import Executable
 
 from bot.redaction import redact
-from bot.storage._sql import clean, clean_optional, table_of
-from bot.storage.db import Database
-from bot.storage.inbox_entry import (
+from bot.storage._db import Database
+from bot.storage._inbox_entry import (
     ENDED,
     PENDING,
     EntryTakenOver,
@@ -30,8 +29,9 @@ from bot.storage.inbox_entry import (
     entry_of,
     message_to_json,
 )
+from bot.storage._sql import clean, clean_optional, table_of
+from bot.storage._state import mark_seen, seen_params
 from bot.storage.models import InboxRow, utcnow
-from bot.storage.state import mark_seen, seen_params
 from channels import InboundMessage
 
 __all__ = ["EntryTakenOver", "InboxEntry", "InboxState", "SqlInbox", "process_owner"]

@@ -22,8 +22,8 @@ from sqlalchemy import delete, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core import FileStamp, MemoryDocument, MemoryHit, query_terms
+from bot.storage._db import Database
 from bot.storage._sql import clean, upsert_insert
-from bot.storage.db import Database
 from bot.storage.models import MemoryChunkRow, MemoryFileRow, utcnow
 
 TS_CONFIG = "english"  # same as migration 0003's generated column

@@ -36,10 +36,8 @@ from agent_core.orchestration import (
     Team,
     TeamTask,
 )
-from bot.storage._sql import clean, upsert_insert
-from bot.storage.db import Database
-from bot.storage.models import AgentLinkRow, TeamRow, TeamTaskRow, utcnow
-from bot.storage.orchestration_rows import (
+from bot.storage._db import Database
+from bot.storage._orchestration_rows import (
     ID_PATTERN,
     check_id,
     link_from_row,
@@ -47,6 +45,8 @@ from bot.storage.orchestration_rows import (
     task_from_row,
     team_from_row,
 )
+from bot.storage._sql import clean, upsert_insert
+from bot.storage.models import AgentLinkRow, TeamRow, TeamTaskRow, utcnow
 
 log = structlog.get_logger(__name__)
 

@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core import Span, SpanKind, Trace
 from bot.redaction import redact, redact_tree
+from bot.storage._db import Database
 from bot.storage._sql import clean
-from bot.storage.db import Database
+from bot.storage._trace_writer import TraceRows
 from bot.storage.models import SpanRow, TraceRow
-from bot.storage.trace_writer import TraceRows
 
 MAX_DEPTH = 5
 """How many levels of runs started by runs (``delegate``, ``spawn``) a trace tree shows."""

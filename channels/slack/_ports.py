@@ -1,8 +1,8 @@
 """What a Slack stream needs from the channel that opened it, as protocols.
 
-:class:`channels.slack.channel.SlackChannel` satisfies :class:`StreamHost` structurally and
-:class:`channels.slack.streaming.SlackStream` satisfies :class:`StreamTarget`;
-:mod:`channels.slack.streaming` depends on these instead of on the channel that imports it.
+:class:`channels.slack._channel.SlackChannel` satisfies :class:`StreamHost` structurally and
+:class:`channels.slack._streaming.SlackStream` satisfies :class:`StreamTarget`;
+:mod:`channels.slack._streaming` depends on these instead of on the channel that imports it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Protocol
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.errors import ChannelError
-from channels.slack.status import ThreadStatus
+from channels.slack._status import ThreadStatus
 from channels.types import ChatRef, MessageRef
 
 __all__ = ["StreamHost", "StreamTarget"]
@@ -29,7 +29,7 @@ class StreamTarget(Protocol):
 
 
 class StreamHost(Protocol):
-    """The channel's side of a :class:`~channels.slack.streaming.SlackStream`."""
+    """The channel's side of a :class:`~channels.slack._streaming.SlackStream`."""
 
     @property
     def client(self) -> AsyncWebClient: ...

@@ -4,15 +4,15 @@
 from channels.telegram import _ptb  # noqa: F401
 
 # isort: split
-from channels.telegram.channel import TelegramChannel
-from channels.telegram.errors import translate_telegram_errors
-from channels.telegram.normalize import (
+from channels.telegram._channel import TelegramChannel
+from channels.telegram._errors import translate_telegram_errors
+from channels.telegram._normalize import (
     BotIdentity,
     entities_to_markdown,
     normalize_update,
 )
-from channels.telegram.options import TelegramOptions
-from channels.telegram.ratelimit import RateLimits, SendPacer
+from channels.telegram._options import TelegramOptions
+from channels.telegram._ratelimit import RateLimits, SendPacer
 
 __all__ = [
     "BotIdentity",

@@ -1,7 +1,7 @@
 """What a draft preview needs from the Telegram channel that opened it, as a protocol.
 
-:class:`channels.telegram.channel.TelegramChannel` satisfies :class:`DraftHost` structurally;
-:mod:`channels.telegram.drafts` depends on this instead of on the channel that imports it.
+:class:`channels.telegram._channel.TelegramChannel` satisfies :class:`DraftHost` structurally;
+:mod:`channels.telegram._drafts` depends on this instead of on the channel that imports it.
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from channels.errors import ChannelError
-from channels.telegram.ratelimit import SendPacer
+from channels.telegram._ratelimit import SendPacer
 from channels.types import ChatRef, MessageRef
 
 __all__ = ["DraftHost"]
 
 
 class DraftHost(Protocol):
-    """The channel's side of a :class:`~channels.telegram.drafts.DraftStream`."""
+    """The channel's side of a :class:`~channels.telegram._drafts.DraftStream`."""
 
     @property
     def pacer(self) -> SendPacer: ...

@@ -1,8 +1,8 @@
 """Zalo Bot Platform channel: a small typed async client and the channel adapter."""
 
-from channels.zalo.channel import WEBHOOK_PATH, ZaloChannel, ZaloSettings, content_text
-from channels.zalo.client import ZaloBotClient
-from channels.zalo.errors import (
+from channels.zalo._channel import WEBHOOK_PATH, ZaloChannel, ZaloSettings, content_text
+from channels.zalo._client import ZaloBotClient
+from channels.zalo._errors import (
     ZaloError,
     ZaloNetworkError,
     ZaloPollIdle,
@@ -10,7 +10,7 @@ from channels.zalo.errors import (
     ZaloTokenInvalid,
     translate_zalo_errors,
 )
-from channels.zalo.types import (
+from channels.zalo._types import (
     BotInfo,
     SentMessage,
     WebhookInfo,

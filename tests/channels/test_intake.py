@@ -15,9 +15,9 @@ from typing import Any, Literal
 import pytest
 from structlog.testing import capture_logs
 
-from channels.telegram.channel import SECRET_HEADER
-from channels.telegram.polling import OFFSET_KEY
-from channels.zalo.channel import SECRET_HEADER as ZALO_SECRET_HEADER
+from channels.telegram._channel import SECRET_HEADER
+from channels.telegram._polling import OFFSET_KEY
+from channels.zalo._channel import SECRET_HEADER as ZALO_SECRET_HEADER
 from tests.fakes.slack_events import event_callback, message_event
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram

@@ -17,7 +17,7 @@ import httpx
 import yaml
 
 from agent_core import RunStatus
-from agent_core.mcp.servers import ServerState
+from agent_core.mcp._servers import ServerState
 from bot.app import Loopgate
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls

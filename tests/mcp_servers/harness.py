@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from agent_core.mcp.servers import ServerSpec
+from agent_core.mcp._servers import ServerSpec
 
 DEMO = Path(__file__).with_name("demo.py")
 

@@ -21,11 +21,11 @@ from mcp.types import (
     ToolAnnotations,
 )
 
-from agent_core.mcp import convert
-from agent_core.mcp.failures import Redactor, describe
-from agent_core.mcp.naming import MAX_NAME, namespaced_names
-from agent_core.mcp.servers import ServerSpec
-from agent_core.mcp.toolset import build_tools
+from agent_core.mcp import _convert as convert
+from agent_core.mcp._failures import Redactor, describe
+from agent_core.mcp._naming import MAX_NAME, namespaced_names
+from agent_core.mcp._servers import ServerSpec
+from agent_core.mcp._toolset import build_tools
 
 VALID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

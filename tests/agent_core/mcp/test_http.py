@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent_core.errors import ToolError
-from agent_core.mcp.manager import McpManager
-from agent_core.mcp.servers import ServerSpec, ServerState, ServerStatus
+from agent_core.mcp._manager import McpManager
+from agent_core.mcp._servers import ServerSpec, ServerState, ServerStatus
 from agent_core.tools.base import Tool, ToolContext
 from tests.mcp_servers.harness import http_server
 from tests.waiting import wait_until

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from agent_core.errors import ToolError
-from agent_core.mcp.manager import McpManager
-from agent_core.mcp.servers import ServerSpec, ServerState, ServerStatus
+from agent_core.mcp._manager import McpManager
+from agent_core.mcp._servers import ServerSpec, ServerState, ServerStatus
 from agent_core.messages import ToolCall
 from agent_core.tool_exec import ToolOutcome, execute_tool_calls
 from agent_core.tools.base import Tool, ToolContext, ToolKind, ToolRegistry

@@ -11,8 +11,8 @@ import pytest
 
 from agent_core import AgentSettings, RunRequest
 from agent_core.errors import ToolError
+from agent_core.mcp._search import MCP_TOOL_SEARCH, add_mcp_tools
 from agent_core.mcp.prompt import mcp_tools
-from agent_core.mcp.search import MCP_TOOL_SEARCH, add_mcp_tools
 from agent_core.prompt import PromptContext
 from agent_core.tools.base import Tool, ToolContext, ToolRegistry
 from agent_core.tools.ranking import Entry, rank, words

@@ -14,7 +14,7 @@ import pytest
 
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers import Delta, ModelRequest, OpenAICompatProvider, Provider, ToolSpec
-from agent_core.providers.transport import env_proxy
+from agent_core.providers._transport import env_proxy
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.provider_support import API_KEY, Collector, ask
 

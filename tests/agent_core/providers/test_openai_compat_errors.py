@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
 from agent_core.providers import Delta, OpenAICompatProvider
-from agent_core.providers.openai_compat import parse_retry_after
+from agent_core.providers._openai_compat import parse_retry_after
 from tests.fakes.llm_server import FakeLLM, delay, error, stream_error, text
 from tests.provider_support import API_KEY, Collector, ask
 from tests.raw_http import Handler, http_response, raw_server, read_request, sends

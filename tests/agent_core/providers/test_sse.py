@@ -1,4 +1,4 @@
-"""The SSE parser of the streaming providers (agent_core.providers.sse), without any HTTP."""
+"""The SSE parser of the streaming providers (agent_core.providers._sse), without any HTTP."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterable
 
 import pytest
 
-from agent_core.providers.sse import LineSplitter, ServerSentEvent, SSEDecoder, aiter_sse
+from agent_core.providers._sse import LineSplitter, ServerSentEvent, SSEDecoder, aiter_sse
 
 
 async def _chunks(chunks: Iterable[bytes]) -> AsyncIterator[bytes]:

@@ -23,7 +23,7 @@ from bot.agents.router import AgentRouter, UnknownAgent
 from bot.app import Loopgate
 from bot.config import AgentConfig, parse_config
 from bot.storage import Database, SqlAgentStore, StoredAgent, open_database
-from bot.storage.db import alembic_config
+from bot.storage._db import alembic_config
 from bot.storage.models import AgentRow
 from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config

@@ -14,7 +14,7 @@ import pytest
 
 from bot.app import Loopgate
 from bot.cluster.work import ClusterWork
-from channels.telegram.channel import SECRET_HEADER
+from channels.telegram._channel import SECRET_HEADER
 from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.fakes.llm_server import FakeLLM, delay, echo
 from tests.fakes.telegram_server import FakeTelegram

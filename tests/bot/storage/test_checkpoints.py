@@ -1,4 +1,4 @@
-"""SQLite's WAL is checkpointed in the background (bot/storage/checkpoints.py), not inside the
+"""SQLite's WAL is checkpointed in the background (bot/storage/_checkpoints.py), not inside the
 commit of whichever write crosses SQLite's threshold."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.storage import checkpoints, open_database
-from bot.storage.state import SqlChannelState
+from bot.storage import _checkpoints as checkpoints
+from bot.storage import open_database
+from bot.storage._state import SqlChannelState
 
 
 async def _wal_after_writes(tmp_path: Path, name: str, writes: int, *, pause_every: int) -> int:

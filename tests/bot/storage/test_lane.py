@@ -1,5 +1,5 @@
 """``Database.run_write``: a write transaction run whole, on a SQLite file in one hop to the
-lane's thread (bot/storage/lane.py), on Postgres and in-memory SQLite through the async engine."""
+lane's thread (bot/storage/_lane.py), on Postgres and in-memory SQLite through the async engine."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from bot.storage import Database, open_database
-from bot.storage.lane import SqliteLane
-from bot.storage.state import SqlChannelState
+from bot.storage._lane import SqliteLane
+from bot.storage._state import SqlChannelState
 from tests.waiting import wait_until
 
 

@@ -1,4 +1,4 @@
-"""Traces written behind the runs (bot/storage/trace_writer.py), on both backends."""
+"""Traces written behind the runs (bot/storage/_trace_writer.py), on both backends."""
 
 from __future__ import annotations
 

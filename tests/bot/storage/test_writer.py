@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.storage.writer import WriterQueue
+from bot.storage._writer import WriterQueue
 
 
 async def test_urgent_writes_go_before_queued_ones_and_each_lane_is_fifo() -> None:

@@ -13,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import ConfigFileError, parse_config
 from channels import BadRequest, ChannelError, ChatType, Forbidden, RetryAfter
 from channels.slack import PostPacer, translate_slack_errors
-from channels.slack.normalize import (
+from channels.slack._normalize import (
     chat_type_of,
     file_notes,
     is_from_bot,
@@ -21,7 +21,7 @@ from channels.slack.normalize import (
     slack_emoji_name,
     strip_mention,
 )
-from channels.slack.posting import MessagePoster, SafeServerErrorRetryHandler, api_method
+from channels.slack._posting import MessagePoster, SafeServerErrorRetryHandler, api_method
 from tests.fakes.slack_events import next_ts
 from tests.fakes.slack_server import FakeSlack
 

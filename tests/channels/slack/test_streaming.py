@@ -30,7 +30,7 @@ from channels import (
     StreamUnsupported,
 )
 from channels.slack import SlackChannel, SlackSettings
-from channels.slack.streaming import MESSAGE_CHARS, SLACK_MARKDOWN_LIMIT, open_fence
+from channels.slack._streaming import MESSAGE_CHARS, SLACK_MARKDOWN_LIMIT, open_fence
 from tests.fakes.slack_events import EventSender, message_event, next_ts
 from tests.fakes.slack_server import FakeSlack
 from tests.inbound_support import Handler, MemorySeen, webhook_client

@@ -18,7 +18,7 @@ from telegram import Bot
 from telegram.error import BadRequest, NetworkError, RetryAfter, TimedOut
 from telegram.request import BaseRequest, HTTPXRequest
 
-from channels.telegram.aiohttp_request import AiohttpRequest
+from channels.telegram._aiohttp_request import AiohttpRequest
 from tests.fakes.telegram_server import FakeTelegram, Upload
 from tests.raw_http import raw_server, read_head
 

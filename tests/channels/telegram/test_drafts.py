@@ -23,7 +23,7 @@ from channels import (
 )
 from channels.errors import BadRequest
 from channels.telegram import RateLimits, TelegramChannel, TelegramOptions
-from channels.telegram.drafts import draft_preview
+from channels.telegram._drafts import draft_preview
 from tests.fakes.telegram_server import FakeTelegram
 from tests.inbound_support import TELEGRAM_SECRET, Handler, MemorySeen, MemoryState
 from tests.telegram_support import GROUP

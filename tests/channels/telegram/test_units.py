@@ -11,10 +11,10 @@ from telegram import error as tg
 from bot.config import parse_config
 from channels import BadRequest, ChatType, Forbidden, InboundMessage, RetryAfter
 from channels.telegram import BotIdentity, SendPacer, normalize_update, translate_telegram_errors
-from channels.telegram.errors import ChatMigrated, TelegramTimedOut, TelegramUnavailable
-from channels.telegram.normalize import Skipped
-from channels.telegram.ratelimit import RateLimits
-from channels.telegram.text import html_to_plain, split_units
+from channels.telegram._errors import ChatMigrated, TelegramTimedOut, TelegramUnavailable
+from channels.telegram._normalize import Skipped
+from channels.telegram._ratelimit import RateLimits
+from channels.telegram._text import html_to_plain, split_units
 
 ME = BotIdentity(999, "loopgate_bot")
 

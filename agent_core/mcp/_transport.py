@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
-from agent_core.mcp.servers import ServerSpec
+from agent_core.mcp._servers import ServerSpec
 
 Item = SessionMessage | Exception
 

@@ -27,7 +27,7 @@ import structlog
 from channels.errors import BadRequest, ChannelError, Forbidden, RetryAfter
 from channels.protocol import StreamUnsupported
 from channels.telegram._ports import DraftHost
-from channels.telegram.text import split_units, utf16_len
+from channels.telegram._text import split_units, utf16_len
 from channels.types import ChatRef, MessageRef
 
 log = structlog.get_logger(__name__)

@@ -28,13 +28,13 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation
 from mcp.types import Tool as McpTool
 from mcp.types import ToolListChangedNotification as ToolsChanged
 
-import agent_core.mcp.convert as convert
+import agent_core.mcp._convert as convert
 from agent_core.errors import ToolError
-from agent_core.mcp.failures import Redactor, describe, unavailable
-from agent_core.mcp.probes import check_alive, is_modern, list_tools
-from agent_core.mcp.servers import ServerSpec, ServerState
-from agent_core.mcp.toolset import ToolSet, build_tools
-from agent_core.mcp.transport import open_transport
+from agent_core.mcp._failures import Redactor, describe, unavailable
+from agent_core.mcp._probes import check_alive, is_modern, list_tools
+from agent_core.mcp._servers import ServerSpec, ServerState
+from agent_core.mcp._toolset import ToolSet, build_tools
+from agent_core.mcp._transport import open_transport
 from agent_core.tools.base import Tool
 
 log = structlog.get_logger(__name__)

@@ -16,8 +16,8 @@ from telegram import Bot, Update
 from channels.errors import ChannelError, NotAccepted, RetryAfter
 from channels.intake import CLOSE_GRACE
 from channels.protocol import PollGate, StateStore
-from channels.telegram.errors import translate_telegram_errors
-from channels.telegram.options import TelegramOptions
+from channels.telegram._errors import translate_telegram_errors
+from channels.telegram._options import TelegramOptions
 
 log = structlog.get_logger(__name__)
 

@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 class WriteLane(Protocol):
     """Where a trace batch is written: one write transaction
-    (:meth:`bot.storage.db.Database.run_write`)."""
+    (:meth:`bot.storage._db.Database.run_write`)."""
 
     async def run_write(self, work: Callable[[Connection], T], *, urgent: bool = False) -> T: ...
 
@@ -64,7 +64,7 @@ class TraceRows:
 
 
 class TraceWriter:
-    """The database's queue of traces to write (one per :class:`~bot.storage.db.Database`)."""
+    """The database's queue of traces to write (one per :class:`~bot.storage._db.Database`)."""
 
     def __init__(self, db: WriteLane) -> None:
         self._db = db

@@ -5,7 +5,7 @@ only appends, so each update sends just what the preview added since the last on
 does not extend what is shown (rare: the bot rewrote its beginning) shows nothing more until the
 end, where the final answer replaces the streamed text with ``chat.update``.
 
-Limits (:mod:`channels.slack.splitting`): ``markdown_text`` takes 12,000 characters per call,
+Limits (:mod:`channels.slack._splitting`): ``markdown_text`` takes 12,000 characters per call,
 and an edited markdown message holds as many. A streamed message is kept under
 :data:`MESSAGE_CHARS` (some margin for characters Slack counts differently), so the final
 ``chat.update`` fits too; a longer answer stops the message at a paragraph or line break and
@@ -33,10 +33,10 @@ from slack_sdk.errors import SlackApiError
 
 from channels.errors import ChannelError, RetryAfter
 from channels.protocol import StreamUnsupported
+from channels.slack._errors import FATAL_AUTH_ERRORS, slack_error_code, translate_slack_errors
 from channels.slack._ports import StreamHost
-from channels.slack.errors import FATAL_AUTH_ERRORS, slack_error_code, translate_slack_errors
-from channels.slack.posting import outcome_unknown
-from channels.slack.splitting import (
+from channels.slack._posting import outcome_unknown
+from channels.slack._splitting import (
     MAX_FENCE_LINE,
     MESSAGE_CHARS,
     RESERVE,
@@ -45,7 +45,7 @@ from channels.slack.splitting import (
     open_fence,
     split_for_messages,
 )
-from channels.slack.splitting import SLACK_MARKDOWN_LIMIT as SLACK_MARKDOWN_LIMIT
+from channels.slack._splitting import SLACK_MARKDOWN_LIMIT as SLACK_MARKDOWN_LIMIT
 from channels.types import ChatRef, MessageRef
 
 log = structlog.get_logger(__name__)

@@ -28,12 +28,12 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
+from bot.storage._checkpoints import WalCheckpoints
+from bot.storage._errors import StorageError
+from bot.storage._lane import SqliteLane
 from bot.storage._sql import dump_json
-from bot.storage.checkpoints import WalCheckpoints
-from bot.storage.errors import StorageError
-from bot.storage.lane import SqliteLane
-from bot.storage.trace_writer import TraceWriter
-from bot.storage.writer import WriterQueue
+from bot.storage._trace_writer import TraceWriter
+from bot.storage._writer import WriterQueue
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -84,7 +84,7 @@ class Database:
         )
         """SQLite: the log is checkpointed in the background (``checkpoints.py``)."""
         self.trace_writer = TraceWriter(self)
-        """Traces are written behind the runs (``bot/storage/trace_writer.py``)."""
+        """Traces are written behind the runs (``bot/storage/_trace_writer.py``)."""
 
     @asynccontextmanager
     async def write(self, *, urgent: bool = False) -> AsyncIterator[AsyncSession]:

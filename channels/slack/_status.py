@@ -21,9 +21,9 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack.errors import slack_error_code
-from channels.slack.normalize import TERMINAL_EMOJI
-from channels.slack.recent import BoundedDict
+from channels.slack._errors import slack_error_code
+from channels.slack._normalize import TERMINAL_EMOJI
+from channels.slack._recent import BoundedDict
 from channels.types import ChatRef
 
 log = structlog.get_logger(__name__)

@@ -29,14 +29,14 @@ from tenacity import (
 )
 
 from channels.errors import RetryAfter
-from channels.zalo.errors import (
+from channels.zalo._errors import (
     ZaloError,
     ZaloNetworkError,
     ZaloServerError,
     raise_for_answer,
     translate_zalo_errors,
 )
-from channels.zalo.types import (
+from channels.zalo._types import (
     BotInfo,
     SentMessage,
     WebhookInfo,

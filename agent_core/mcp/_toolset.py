@@ -9,9 +9,9 @@ from typing import Any
 
 from mcp.types import Tool as McpTool
 
-import agent_core.mcp.convert as convert
-from agent_core.mcp.naming import namespaced_names
-from agent_core.mcp.servers import ServerSpec
+import agent_core.mcp._convert as convert
+from agent_core.mcp._naming import namespaced_names
+from agent_core.mcp._servers import ServerSpec
 from agent_core.tools.base import Tool, ToolContext, ToolHandler, ToolKind
 
 # (namespaced name, original name, arguments) → the result text, or ToolError.

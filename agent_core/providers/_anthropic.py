@@ -1,6 +1,6 @@
 """A provider for the Anthropic Messages API (``POST {base_url}/v1/messages``).
 
-Same contract as :mod:`agent_core.providers.openai_compat`: one HTTP call per ``complete()``, no
+Same contract as :mod:`agent_core.providers._openai_compat`: one HTTP call per ``complete()``, no
 retries (the loop owns them), only :class:`~agent_core.errors.ProviderError` subclasses raised.
 
 What differs from Chat Completions, and how it is mapped:
@@ -27,13 +27,13 @@ import structlog
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
 from agent_core.messages import Message, ToolCall, Usage
-from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
-from agent_core.providers.transport import (
+from agent_core.providers._transport import (
     DeltaHandlerFailed,
     JsonEndpoint,
     parse_retry_after,
     translate_errors,
 )
+from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
 
 if TYPE_CHECKING:  # imported with the first session, as for the OpenAI-compatible provider
     import aiohttp

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from agent_core.mcp.servers import ServerSpec, ServerState, ServerStatus
+from agent_core.mcp._servers import ServerSpec, ServerState, ServerStatus
 from agent_core.tools.base import Tool
 
 if TYPE_CHECKING:
-    from agent_core.mcp.connection import ServerConnection
+    from agent_core.mcp._connection import ServerConnection
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +45,7 @@ class McpManager:
         if not specs:
             return
         # The SDK costs ~1 s of imports and tens of MiB: only services with servers pay for it.
-        from agent_core.mcp.connection import ServerConnection
+        from agent_core.mcp._connection import ServerConnection
 
         self._servers = {
             spec.name: ServerConnection(

@@ -1,6 +1,6 @@
 """Sending, editing and deleting Telegram messages, under Telegram's rules.
 
-- pacing with token buckets (:mod:`channels.telegram.ratelimit`) before each message;
+- pacing with token buckets (:mod:`channels.telegram._ratelimit`) before each message;
 - 429: the chat is put on hold for ``retry_after`` and :class:`~channels.errors.RetryAfter` is
   raised, so the caller waits and resends (Telegram did not take the message: no duplicate);
 - 5xx and connection failures: retried here with backoff, because Telegram did not take the
@@ -25,15 +25,15 @@ from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ParseMode
 
 from channels.errors import BadRequest, Forbidden, RetryAfter
-from channels.telegram.errors import (
+from channels.telegram._errors import (
     ChatMigrated,
     TelegramTimedOut,
     TelegramUnavailable,
     translate_telegram_errors,
 )
-from channels.telegram.migrations import ChatMigrations
-from channels.telegram.ratelimit import SendPacer
-from channels.telegram.text import html_to_plain, split_units
+from channels.telegram._migrations import ChatMigrations
+from channels.telegram._ratelimit import SendPacer
+from channels.telegram._text import html_to_plain, split_units
 from channels.types import ChatRef, ChatType, MessageRef
 
 log = structlog.get_logger(__name__)
@@ -183,7 +183,7 @@ class TelegramSender:
     # -- editing, deleting, drafts ---------------------------------------------------------
 
     async def edit_text(self, message: MessageRef, text: str) -> None:
-        """See :meth:`channels.telegram.channel.TelegramChannel.edit_text`."""
+        """See :meth:`channels.telegram._channel.TelegramChannel.edit_text`."""
         await self._plain_if_rejected(
             message.chat, text, ParseMode.HTML, lambda t, mode: self._edit_as(message, t, mode)
         )
@@ -204,7 +204,7 @@ class TelegramSender:
                 raise
 
     async def delete_message(self, message: MessageRef) -> bool:
-        """See :meth:`channels.telegram.channel.TelegramChannel.delete_message`."""
+        """See :meth:`channels.telegram._channel.TelegramChannel.delete_message`."""
         if not message.message_id.isdigit():
             return False
         chat_id = await self.migrations.resolve(message.chat.chat_id)
@@ -222,7 +222,7 @@ class TelegramSender:
             return False
 
     async def send_draft(self, chat: ChatRef, draft_id: int, text: str) -> None:
-        """See :meth:`channels.telegram.channel.TelegramChannel.send_draft`."""
+        """See :meth:`channels.telegram._channel.TelegramChannel.send_draft`."""
 
         async def call() -> bool:
             return await self.bot.send_message_draft(

@@ -3,18 +3,18 @@
 Every request goes to ``{api_base_url}/bot{token}/{method}``, so a self-hosted Bot API server or
 a test fake works the same as api.telegram.org.
 
-Sending, editing and deleting (:mod:`channels.telegram.sending`) follow Telegram's rules:
+Sending, editing and deleting (:mod:`channels.telegram._sending`) follow Telegram's rules:
 pacing, holding a chat on a 429, retrying 5xx, plain text when the HTML is refused, re-splitting
 what is too long, following a group that became a supergroup.
 
 Streaming (``bot/pipeline/streaming/``) uses the same rules: ``edit_text`` is paced like a send,
 falls back to plain text the same way and treats "message is not modified" as done;
 ``delete_message`` says False when Telegram refuses. In private chats ``open_stream`` gives a
-draft preview (:mod:`channels.telegram.drafts`) unless ``TelegramOptions.drafts`` is off or
+draft preview (:mod:`channels.telegram._drafts`) unless ``TelegramOptions.drafts`` is off or
 Telegram refused drafts once (an older Bot API server, a bot not allowed to use them).
 
 Receiving acknowledges Telegram only once the bot's handler has stored the message: the poller
-(:mod:`channels.telegram.polling`) confirms an offset only past updates handed over, the webhook
+(:mod:`channels.telegram._polling`) confirms an offset only past updates handed over, the webhook
 answers after the handler returned. An update the bot did not take
 (:class:`~channels.errors.NotAccepted`) stays unconfirmed (poller) or gets a 503 (webhook), so
 Telegram delivers it again.
@@ -45,18 +45,18 @@ from channels.protocol import (
     SeenStore,
     StateStore,
 )
-from channels.telegram.aiohttp_request import AiohttpRequest
-from channels.telegram.drafts import DraftStream
-from channels.telegram.errors import (
+from channels.telegram._aiohttp_request import AiohttpRequest
+from channels.telegram._drafts import DraftStream
+from channels.telegram._errors import (
     UnknownTokenOrMethod,
     translate_telegram_errors,
 )
-from channels.telegram.migrations import ChatMigrations
-from channels.telegram.normalize import BotIdentity, Skipped, normalize_update
-from channels.telegram.options import TelegramOptions
-from channels.telegram.polling import Poller
-from channels.telegram.ratelimit import SendPacer
-from channels.telegram.sending import TelegramSender
+from channels.telegram._migrations import ChatMigrations
+from channels.telegram._normalize import BotIdentity, Skipped, normalize_update
+from channels.telegram._options import TelegramOptions
+from channels.telegram._polling import Poller
+from channels.telegram._ratelimit import SendPacer
+from channels.telegram._sending import TelegramSender
 from channels.types import Capabilities, ChatRef, ChatType, MessageRef
 
 log = structlog.get_logger(__name__)
@@ -272,7 +272,7 @@ class TelegramChannel:
         except Exception:
             log.exception("telegram.update_failed", update_id=update.update_id)
 
-    # -- sending, editing and streaming (bot/pipeline/streaming/): channels.telegram.sending ---
+    # -- sending, editing and streaming (bot/pipeline/streaming/): channels.telegram._sending ---
 
     async def send_text(
         self, chat: ChatRef, text: str, *, reply_to: str | None = None
@@ -305,7 +305,7 @@ class TelegramChannel:
         return await self.sender.delete_message(message)
 
     def open_stream(self, chat: ChatRef, *, reply_to: str | None = None) -> PlatformStream | None:
-        """A draft preview (:class:`~channels.telegram.drafts.DraftStream`) in a private chat;
+        """A draft preview (:class:`~channels.telegram._drafts.DraftStream`) in a private chat;
         None in groups, with drafts off, or once Telegram refused them (send + edit then)."""
         if not self.drafts or chat.chat_type is not ChatType.DIRECT:
             return None

@@ -24,8 +24,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from channels.errors import ChannelError, NotAccepted
 from channels.intake import first_sight, forget_seen
 from channels.protocol import SeenStore
-from channels.slack.errors import translate_slack_errors
-from channels.slack.normalize import (
+from channels.slack._errors import translate_slack_errors
+from channels.slack._normalize import (
     EDIT_SUBTYPES,
     USER_SUBTYPES,
     chat_type_of,
@@ -33,7 +33,7 @@ from channels.slack.normalize import (
     mentions,
     message_text,
 )
-from channels.slack.recent import BoundedDict, RecentKeys
+from channels.slack._recent import BoundedDict, RecentKeys
 from channels.types import ChatRef, ChatType, InboundMessage, Sender
 
 log = structlog.get_logger(__name__)

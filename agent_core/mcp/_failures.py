@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from agent_core.mcp.servers import ServerSpec, ServerState
+from agent_core.mcp._servers import ServerSpec, ServerState
 
 MASK = "***"
 _MIN_SECRET = 4  # shorter values (a port, "1") would mask ordinary words

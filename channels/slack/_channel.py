@@ -1,18 +1,18 @@
 """The Slack adapter: slack-bolt's async app behind Socket Mode or the HTTP Events API.
 
-Inbound (:mod:`channels.slack.receiving`), an event is handed to the bot before bolt
+Inbound (:mod:`channels.slack._receiving`), an event is handed to the bot before bolt
 acknowledges it, so an event is never acknowledged unless the bot has it; one the bot did not take
 (:class:`~channels.errors.NotAccepted`) is delivered again by Slack.
 
 Outbound, posts are paced per channel (token bucket), 429 ``Retry-After`` is waited out by
 slack_sdk's retry handler (the post was refused, so a retry can't duplicate it). A 5xx or a
-timeout may hide a post that went through: :class:`~channels.slack.posting.MessagePoster` looks
+timeout may hide a post that went through: :class:`~channels.slack._posting.MessagePoster` looks
 for it in the conversation before posting again (other methods keep slack_sdk's 500/503 retry).
 Progress is the assistant thread status ("is thinking…") where Slack allows it
-(:mod:`channels.slack.status`).
+(:mod:`channels.slack._status`).
 
 Streamed answers: in a thread, Slack's own stream (``chat.startStream`` / ``appendStream`` /
-``stopStream``, :mod:`channels.slack.streaming`); where Slack refuses it, the bot posts and edits
+``stopStream``, :mod:`channels.slack._streaming`); where Slack refuses it, the bot posts and edits
 (``chat.update``, ``chat.delete``).
 """
 
@@ -33,22 +33,22 @@ from starlette.responses import Response
 
 from channels.errors import BadRequest, ChannelError, Forbidden
 from channels.protocol import InboundHandler, PaceStore, PlatformStream, SeenStore
-from channels.slack._ports import StreamTarget
-from channels.slack.errors import (
+from channels.slack._errors import (
     FATAL_AUTH_ERRORS,
     slack_error_code,
     translate_slack_errors,
 )
-from channels.slack.inbound import InboundNormalizer
-from channels.slack.normalize import slack_emoji_name
-from channels.slack.pacing import PostPacer
-from channels.slack.posting import MessagePoster, SafeServerErrorRetryHandler
-from channels.slack.receiving import EventReceiver
-from channels.slack.recent import BoundedDict
-from channels.slack.settings import SlackSettings
-from channels.slack.socket import FailFastSocketModeClient
-from channels.slack.status import ThreadStatus
-from channels.slack.streaming import SlackStream, error_code, refusal_scope
+from channels.slack._inbound import InboundNormalizer
+from channels.slack._normalize import slack_emoji_name
+from channels.slack._pacing import PostPacer
+from channels.slack._ports import StreamTarget
+from channels.slack._posting import MessagePoster, SafeServerErrorRetryHandler
+from channels.slack._receiving import EventReceiver
+from channels.slack._recent import BoundedDict
+from channels.slack._settings import SlackSettings
+from channels.slack._socket import FailFastSocketModeClient
+from channels.slack._status import ThreadStatus
+from channels.slack._streaming import SlackStream, error_code, refusal_scope
 from channels.types import Capabilities, ChatRef, ChatType, MessageRef
 
 log = structlog.get_logger(__name__)
@@ -211,7 +211,7 @@ class SlackChannel:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    # -- receiving: channels.slack.receiving ------------------------------------------------
+    # -- receiving: channels.slack._receiving ------------------------------------------------
 
     async def handle_webhook(self, request: Request) -> Response:
         """``POST /slack/events``: bolt verifies, our listener hands the event over, then bolt

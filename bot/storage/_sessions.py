@@ -12,9 +12,9 @@ from sqlalchemy import Connection, Executable, Row, bindparam, delete, insert, s
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core import Message, SessionHistory, ToolCall, Usage
+from bot.storage._db import Database
+from bot.storage._errors import SessionNotFound
 from bot.storage._sql import clean, clean_optional, dialect_insert, table_of
-from bot.storage.db import Database
-from bot.storage.errors import SessionNotFound
 from bot.storage.models import MessageRow, SessionRow, SummaryRow, utcnow
 
 log = structlog.get_logger(__name__)

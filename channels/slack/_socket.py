@@ -17,7 +17,7 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 
-from channels.slack.errors import FATAL_AUTH_ERRORS, slack_error_code
+from channels.slack._errors import FATAL_AUTH_ERRORS, slack_error_code
 
 log = structlog.get_logger(__name__)
 

@@ -22,7 +22,7 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_core.errors import AgentError, ProviderError, ProviderTimeout, ProviderUnavailable
-from agent_core.providers.sse import ServerSentEvent, aiter_sse
+from agent_core.providers._sse import ServerSentEvent, aiter_sse
 
 if TYPE_CHECKING:  # aiohttp (and certifi) load with the first session, not at start-up
     import aiohttp

@@ -23,7 +23,7 @@ import asyncio
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.storage.writer import WriterQueue
+from bot.storage._writer import WriterQueue
 
 log = structlog.get_logger(__name__)
 

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from sqlalchemy import delete, select
 
 from bot.config import AgentConfig
+from bot.storage._db import Database
 from bot.storage._sql import clean_optional, upsert_insert
-from bot.storage.db import Database
 from bot.storage.models import AgentRow, utcnow
 
 log = structlog.get_logger(__name__)

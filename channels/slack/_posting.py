@@ -38,7 +38,7 @@ from tenacity import (
 )
 
 from channels.errors import ChannelError
-from channels.slack.errors import slack_error_code, translate_slack_errors
+from channels.slack._errors import slack_error_code, translate_slack_errors
 
 log = structlog.get_logger(__name__)
 

@@ -3,7 +3,7 @@ the bot before it is acknowledged.
 
 Bolt verifies (HTTP: v0 signature and 5-minute timestamp window), answers ``url_verification``
 and drops our own events. A ``message`` / ``app_mention`` event is deduped, normalized
-(:mod:`channels.slack.inbound`: sessions per thread, routing of ``/stop``) and handed to the bot
+(:mod:`channels.slack._inbound`: sessions per thread, routing of ``/stop``) and handed to the bot
 *before* bolt acknowledges it (``process_before_response``): the handler only stores the message,
 so Slack still gets its ack well within 3 s, and an event is never acknowledged unless the bot
 has it. When the bot does not take it (:class:`~channels.errors.NotAccepted`) the listener
@@ -35,10 +35,10 @@ from starlette.responses import JSONResponse, Response
 from channels.errors import NotAccepted
 from channels.intake import Intake
 from channels.protocol import InboundHandler
-from channels.slack.inbound import COMMANDS, InboundNormalizer
-from channels.slack.settings import SlackSettings
-from channels.slack.socket import FailFastSocketModeClient
-from channels.slack.status import Spawn
+from channels.slack._inbound import COMMANDS, InboundNormalizer
+from channels.slack._settings import SlackSettings
+from channels.slack._socket import FailFastSocketModeClient
+from channels.slack._status import Spawn
 
 log = structlog.get_logger(__name__)
 

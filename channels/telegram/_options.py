@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from channels.telegram.ratelimit import RateLimits
+from channels.telegram._ratelimit import RateLimits
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,13 @@ import structlog
 
 from agent_core.errors import ProviderError, ProviderUnavailable, RateLimited
 from agent_core.messages import Message, ToolCall, Usage
-from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
-from agent_core.providers.transport import (
+from agent_core.providers._transport import (
     DeltaHandlerFailed,
     JsonEndpoint,
     translate_errors,
 )
-from agent_core.providers.transport import parse_retry_after as parse_retry_after  # re-exported
+from agent_core.providers._transport import parse_retry_after as parse_retry_after  # re-exported
+from agent_core.providers.base import Delta, DeltaHandler, ModelRequest, ModelResponse, ToolSpec
 
 if TYPE_CHECKING:  # imported with the first session, so a start-up without this provider skips it
     import aiohttp

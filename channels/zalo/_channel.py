@@ -33,14 +33,14 @@ from channels.errors import ChannelError, NotAccepted, RetryAfter
 from channels.intake import Intake, first_sight, forget_seen
 from channels.protocol import InboundHandler, PollGate, SeenStore
 from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
-from channels.zalo.client import ZaloBotClient
-from channels.zalo.errors import (
+from channels.zalo._client import ZaloBotClient
+from channels.zalo._errors import (
     ZaloNetworkError,
     ZaloPollIdle,
     ZaloServerError,
     ZaloTokenInvalid,
 )
-from channels.zalo.types import BotInfo, ZaloEvent, ZaloMessage, ZaloUpdate, parse_updates
+from channels.zalo._types import BotInfo, ZaloEvent, ZaloMessage, ZaloUpdate, parse_updates
 
 log = structlog.get_logger(__name__)
 

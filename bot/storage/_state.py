@@ -9,8 +9,8 @@ from functools import cache
 import structlog
 from sqlalchemy import Executable, delete, select
 
+from bot.storage._db import Database
 from bot.storage._sql import dialect_insert, table_of
-from bot.storage.db import Database
 from bot.storage.models import ChannelStateRow, ProcessedMessageRow, utcnow
 
 log = structlog.get_logger(__name__)
