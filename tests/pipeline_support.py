@@ -22,8 +22,10 @@ from bot.agents.router import UnknownAgent
 from bot.storage import Database, open_database
 from bot.storage.inbox import SqlInbox
 from channels import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
+from channels.local import LocalChannel, Outbound
 
 DM = ChatRef("web", "dm-alice", ChatType.DIRECT)
+LOCAL_CHAT = ChatRef("web", "c1")
 GROUP = ChatRef("web", "room-1", ChatType.GROUP)
 
 
@@ -237,3 +239,15 @@ async def sqlite_inbox(tmp_path: Path, **kw: Any) -> AsyncIterator[SqlInbox]:
 
 async def settled(*futures: asyncio.Future[Any], timeout: float = 5) -> list[Any]:
     return list(await asyncio.wait_for(asyncio.gather(*futures), timeout))
+
+
+def local_recorder(**caps: object) -> tuple[LocalChannel, list[Outbound]]:
+    """The real local channel with these capabilities, and what it sent to ``LOCAL_CHAT``."""
+    channel = LocalChannel(capabilities=Capabilities(**caps))  # type: ignore[arg-type]
+    records: list[Outbound] = []
+
+    async def record(o: Outbound) -> None:
+        records.append(o)
+
+    channel.listen(LOCAL_CHAT.chat_id, record)
+    return channel, records

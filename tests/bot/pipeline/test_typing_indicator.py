@@ -5,22 +5,11 @@ from __future__ import annotations
 import asyncio
 
 from bot.pipeline.typing_indicator import TypingIndicator
-from channels import Capabilities, ChatRef
-from channels.local import LocalChannel, Outbound
+from channels import ChatRef
+from channels.local import LocalChannel
+from tests.pipeline_support import LOCAL_CHAT as CHAT
+from tests.pipeline_support import local_recorder as recording_channel
 from tests.waiting import wait_until
-
-CHAT = ChatRef("web", "c1")
-
-
-def recording_channel(**caps: object) -> tuple[LocalChannel, list[Outbound]]:
-    channel = LocalChannel(capabilities=Capabilities(**caps))  # type: ignore[arg-type]
-    records: list[Outbound] = []
-
-    async def record(o: Outbound) -> None:
-        records.append(o)
-
-    channel.listen(CHAT.chat_id, record)
-    return channel, records
 
 
 class TestTyping:
