@@ -465,7 +465,11 @@ async def test_a_shutdown_waits_for_the_chunk_being_sent(tmp_path: Path, llm: Fa
     done = await ChatDriver(app, DM).send("hi")
     await asyncio.wait_for(sending.wait(), 10)
     closing = asyncio.create_task(app.aclose())  # cancels the turn mid-send
-    await asyncio.sleep(0.1)  # kept: the platform stays slow while the shutdown goes on
+
+    def turn_cancelled() -> bool:  # the shutdown reached the turn while the platform is slow
+        return any(t.get_name().startswith("run:") and t.cancelling() for t in asyncio.all_tasks())
+
+    await wait_until(turn_cancelled, 5)
     platform_answers.set()
     await asyncio.wait_for(closing, 10)
     assert done is not None and done.done()
