@@ -112,6 +112,10 @@ class StreamedReply:
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task[None] | None = None
         self._waiting = False  # the pending update still waits for its turn (not sending)
+        self._ended = False
+        """``finish``, ``abandon`` or ``close`` began: no preview update may start any more. An
+        update still in flight then must not schedule another, which would open a new stream
+        and post the answer a second time."""
 
     # -- events ----------------------------------------------------------------------------
 
@@ -130,7 +134,7 @@ class StreamedReply:
             self.raw = ""  # the retried call writes its text again
 
     def _schedule(self) -> None:
-        if self._pending is not None and not self._pending.done():
+        if self._ended or (self._pending is not None and not self._pending.done()):
             return
         delay = self.clock.wait(self._key, self.options.interval)
         self._waiting = True  # until it starts sending (it may not even have started)
@@ -146,6 +150,8 @@ class StreamedReply:
 
     async def _flush(self) -> None:
         async with self._lock:
+            if self._ended:
+                return
             preview = safe_preview(self.raw)
             if not preview or preview == self.shown:
                 return
@@ -237,6 +243,7 @@ class StreamedReply:
     async def finish(self, content: str) -> list[MessageRef] | None:
         """End with the final answer. None: nothing is on screen, so the caller delivers the
         answer the usual way (an instant answer needs no stream)."""
+        self._ended = True
         await self._cancel_pending()
         async with self._lock:
             stream, shown = self.stream, self.shown
@@ -252,11 +259,13 @@ class StreamedReply:
 
     async def close(self) -> None:
         """Stop updating (the turn ended, however): a waiting update is dropped."""
+        self._ended = True
         await self._cancel_pending()
 
     async def abandon(self, *, stopped: bool = False) -> None:
         """No answer (NO_REPLY, a failure, ``/stop``): remove the preview, or after a ``/stop``
         with ``stream_on_stop: mark`` keep it with " (stopped)"."""
+        self._ended = True
         await self._cancel_pending()
         async with self._lock:
             stream, shown = self.stream, self.shown

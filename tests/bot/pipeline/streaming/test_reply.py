@@ -18,6 +18,7 @@ from agent_core.stream_sanitize import safe_preview
 from bot.pipeline.streaming import StreamedReply, StreamOptions
 from bot.pipeline.streaming.reply import StreamClock
 from channels import Capabilities, ChatRef, ChatType, MessageRef
+from tests.waiting import wait_until
 
 CHAT = ChatRef("fake", "c1", ChatType.DIRECT)
 
@@ -183,3 +184,36 @@ def test_safe_preview_holds_back_what_may_still_be_hidden() -> None:
     assert safe_preview("x < y") == "x < y"
     assert safe_preview("ok\n[Tool Ca") == "ok"
     assert safe_preview("para\n\npar") == "para"
+
+
+@dataclass
+class GatedEditor(EditorChannel):
+    """An editor whose edits wait for ``gate``: a preview update stays in flight."""
+
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    editing: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def edit_text(self, message: MessageRef, text: str) -> None:
+        self.editing.set()
+        await self.gate.wait()
+        await super().edit_text(message, text)
+
+
+async def test_an_update_in_flight_at_the_end_leaves_one_message() -> None:
+    # The preview's edit is still on its way when the run ends, and more text came meanwhile:
+    # the update must not schedule another one that posts the answer again after ``finish``.
+    channel = GatedEditor()
+    streamed = reply(channel)
+    await streamed.on_event(chunk("Hello"))
+    await wait_until(lambda: channel.visible() == ["Hello"], 5)
+    await streamed.on_event(chunk(" world"))
+    await asyncio.wait_for(channel.editing.wait(), 5)  # the edit to "Hello world" is in flight
+    await streamed.on_event(chunk(" again"))
+    finishing = asyncio.create_task(streamed.finish("Hello world again"))
+    channel.gate.set()
+    sent = await asyncio.wait_for(finishing, 5)
+    assert sent is not None and len(sent) == 1
+    await asyncio.sleep(0.2)  # kept (negative check): four intervals, and no late preview comes
+    await streamed.close()
+    assert channel.visible() == ["Hello world again"]
+    assert len(channel.history) == 1
