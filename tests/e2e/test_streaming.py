@@ -4,6 +4,7 @@ seen is checked (the fakes record each send, edit and draft), not only the end."
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 from typing import Any
@@ -267,5 +268,39 @@ class TestSlack:
             assert len(slack.calls_of("chat.update")) >= 2
             [history] = slack.message_history.values()
             assert history[0] != final and history[-1] == final
+        finally:
+            await app.aclose()
+
+    async def test_each_previewed_answer_is_one_visible_message(
+        self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack
+    ) -> None:
+        """Previewed answers on a slow Slack (edits take a while) end as one visible message
+        each. The double this guards against (the final edit, then the answer posted again) is
+        reproduced deterministically by the driver's own test
+        (``test_an_update_in_flight_at_the_end_leaves_one_message``); this one checks the
+        whole path."""
+        slack.streaming_supported = False  # the post + update fallback
+        slack.latency["chat.update"] = 0.08  # each preview edit is still in flight a while
+        app, http = await start_bot(
+            tmp_path, llm, slack, "http", streaming="partial", stream_interval=0.05
+        )
+        bot = Bot(app, slack, "http", http, EventSender(http, slack.signing_secret))
+        try:
+            finals, threads = [], []
+            for i in range(6):
+                pieces = words(10, prefix=f"a{i}w")
+                finals.append("".join(pieces).strip())
+                llm.script(text(*pieces, pace=0.03))
+                event = message_event(f"<@UBOT> question {i}", channel=f"C{i}", user=f"U{i}")
+                threads.append(str(event["ts"]))
+                await bot.event(event)
+                await slack.wait_for(
+                    lambda i=i: slack.thread_texts(f"C{i}", threads[i]) == [finals[i]], 10
+                )
+            await slack.wait_for(lambda: not app.registry.active_runs)
+            # kept (negative check): several stream intervals in which no late post may come
+            await asyncio.sleep(0.3)
+            for i, final in enumerate(finals):
+                assert slack.thread_texts(f"C{i}", threads[i]) == [final]
         finally:
             await app.aclose()

@@ -146,6 +146,8 @@ class FakeSlack(FakeServer):
     """What ``chat.startStream`` answers while ``streaming_supported`` is False."""
     stream_lifetime: float = 300.0
     """Seconds a stream started from now on stays open; Slack ends one after about 5 minutes."""
+    latency: dict[str, float] = field(default_factory=dict)
+    """Seconds a method takes before Slack carries it out (a slow or busy Slack), by method."""
 
     def __post_init__(self) -> None:
         FakeServer.__init__(self)
@@ -300,6 +302,9 @@ class FakeSlack(FakeServer):
             return _error("token_revoked")
         if token != expected:
             return _error("invalid_auth")
+        if self.latency.get(method):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.closing.wait(), self.latency[method])  # ends on stop
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         queued = self._failures.get(method)
         failure = queued.popleft() if queued else None
