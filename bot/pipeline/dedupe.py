@@ -37,13 +37,17 @@ class MemoryDedupe:
 
     async def seen(self, key: str) -> bool:
         now = time.monotonic()
-        while self._keys:
+        while self._keys:  # the expired ones go first
             oldest, at = next(iter(self._keys.items()))
-            if now - at < self.ttl and len(self._keys) < self.max_entries:
+            if now - at < self.ttl:
                 break
             del self._keys[oldest]
         if key in self._keys:
             return True
+        # Room is made only for a new key: a repeat of the oldest key of a full store must
+        # still be a duplicate, not evict itself and pass as new.
+        while len(self._keys) >= self.max_entries:
+            self._keys.popitem(last=False)
         self._keys[key] = now
         return False
 
