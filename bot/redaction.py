@@ -17,6 +17,7 @@ import logging
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy.engine import make_url
 
@@ -91,7 +92,9 @@ def secrets_of(config: Config) -> list[str]:
     if password:
         values.append(str(password))
     values.append(redis_password(config.redis.url))
-    return [v for v in values if v]
+    # A URL in a log line or an error carries a password as escaped (``p%40ss``), not decoded.
+    escaped = [quote(str(v), safe="") for v in (password, redis_password(config.redis.url)) if v]
+    return [v for v in [*values, *escaped] if v]
 
 
 def redact_rendered(_: Any, __: str, rendered: Any) -> Any:

@@ -236,3 +236,13 @@ def test_registered_config_secrets_are_masked_in_a_log_line() -> None:
     register_secrets(secrets_of(config))
     line = "POST https://api.telegram.org/bot123456:ABCdefGHI/getUpdates"
     assert redact(line) == f"POST https://api.telegram.org/bot{MASK}/getUpdates"
+
+
+def test_a_url_escaped_password_is_masked_as_it_appears_in_a_url() -> None:
+    db_url = "postgresql+asyncpg://u:p%40ss-word@db.test/loopgate"
+    redis_url = "redis://:r%2Fpass-word@redis.test:6379/0"
+    config = parse_config({"database": {"url": db_url}, "redis": {"url": redis_url}}, {})
+    register_secrets(secrets_of(config))
+    assert "p%40ss-word" not in redact(f"cannot connect to {db_url}")
+    assert "r%2Fpass-word" not in redact(f"redis down: {redis_url}")
+    assert "p@ss-word" not in redact("password p@ss-word")  # the decoded form too
