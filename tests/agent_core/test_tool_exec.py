@@ -1,4 +1,4 @@
-"""The tool execution policy: inline, bounded parallel, sequential, hooks, budget."""
+"""The tool execution policy: inline, bounded parallel, sequential, hooks, budget, hidden tools."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from agent_core import EventType, RunStatus, Tool, ToolRegistry
 from agent_core.hooks import Block
 from agent_core.messages import ToolCall
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
-from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
+from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls, run_tool
 from agent_core.tools import ToolContext, ToolKind
 from tests.agent_core.test_loop import make_loop, request
 
@@ -230,3 +230,13 @@ class TestHooks:
 
 async def _noop(*_: object) -> None:
     return None
+
+
+async def test_a_call_to_a_hidden_tool_is_refused_with_the_reason(tmp_path: Path) -> None:
+    registry = ToolRegistry()
+    registry.hide("delegate", "delegate needs an agent link")
+    ctx = ToolContext(tmp_path, "s", "u", "a", "r")
+    outcome = await run_tool(ToolCall("c1", "delegate", "{}"), registry, ctx)
+    assert outcome.is_error
+    assert outcome.content == "Error: delegate is not available: delegate needs an agent link."
+    assert "delegate" not in [s.name for s in registry.specs()]

@@ -1,4 +1,5 @@
-"""Traces across runs: a spawned or delegated run's trace names its parent trace and tool span;
+"""bot/storage/traces.py: a trace round trip and ``recent_traces``' order and filters; traces
+across runs: a spawned or delegated run's trace names its parent trace and tool span;
 ``recent_traces`` lists top-level runs only, ``children_of`` the next level, ``render_tree``
 nests child runs under the span that started them, and ``loopgate traces`` prints it all.
 
@@ -13,10 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sqlalchemy import select
 
 from agent_core.tracing import SpanKind, Trace, new_trace, render_tree, tool_span_id
 from bot import cli
 from bot.storage import Database, SqlTraceStore, open_database
+from bot.storage.models import TraceRow
 from bot.storage.traces import child_traces
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -173,3 +176,50 @@ def test_loopgate_traces_prints_the_whole_tree(
     assert headers[1].lstrip().startswith("↳ ") and "agent=worker" in headers[1]
     assert headers[2].lstrip().startswith("↳ ") and "agent=helper" in headers[2]
     assert len(headers[2]) - len(headers[2].lstrip()) > len(headers[1]) - len(headers[1].lstrip())
+
+
+async def test_trace_round_trip(db: Database) -> None:
+    store = SqlTraceStore(db)
+    trace = new_trace("run-1", "s", "agent")
+    trace.root.attributes["input_preview"] = "hello \x00"
+    llm = trace.start_span(SpanKind.LLM, "gpt", model="m", when=datetime.now(UTC))
+    llm.end(input_tokens=3)
+    tool = trace.start_span(SpanKind.TOOL, "read_file", path="x")
+    tool.end(error=True)
+    trace.input_tokens, trace.output_tokens = 3, 4
+    trace.finish("completed", output="done")
+    await store.save_trace(trace)
+    await store.save_trace(trace)  # saving again replaces, not duplicates
+
+    [loaded] = await store.recent_traces(session_key="s")
+    assert (loaded.id, loaded.run_id, loaded.status, loaded.output_preview) == (
+        trace.id,
+        "run-1",
+        "completed",
+        "done",
+    )
+    assert (loaded.input_tokens, loaded.output_tokens) == (3, 4)
+    assert loaded.started_at == trace.started_at and loaded.ended_at == trace.ended_at
+    assert [s.id for s in loaded.spans] == [s.id for s in trace.spans]
+    assert loaded.root.parent_id is None
+    assert {s.parent_id for s in loaded.spans[1:]} == {trace.root.id}
+    assert [s.kind for s in loaded.spans] == [SpanKind.AGENT, SpanKind.LLM, SpanKind.TOOL]
+    assert loaded.spans[2].error and not loaded.spans[1].error
+    assert loaded.spans[1].attributes["input_tokens"] == 3
+    assert isinstance(loaded.spans[1].attributes["when"], str)  # non-JSON values as text
+    async with db.sessionmaker() as s:
+        preview = await s.scalar(select(TraceRow.input_preview).where(TraceRow.id == trace.id))
+    assert preview == "hello \ufffd"
+
+
+async def test_recent_traces_order_filter_and_limit(db: Database) -> None:
+    store = SqlTraceStore(db)
+    base = datetime.now(UTC)
+    for i in range(5):
+        trace = new_trace(f"run-{i}", "a" if i % 2 == 0 else "b", "agent")
+        trace.started_at = base + timedelta(seconds=i)
+        trace.finish("completed")
+        await store.save_trace(trace)
+    assert [t.run_id for t in await store.recent_traces(limit=3)] == ["run-4", "run-3", "run-2"]
+    assert [t.run_id for t in await store.recent_traces(session_key="b")] == ["run-3", "run-1"]
+    assert await store.recent_traces(session_key="none") == []

@@ -1,4 +1,4 @@
-"""Telegram pieces without the network: normalization, entities, pacing, error translation."""
+"""channels/telegram/_normalize.py: updates to InboundMessage, entities to Markdown, skips."""
 
 from __future__ import annotations
 
@@ -6,15 +6,10 @@ from typing import Any
 
 import pytest
 from telegram import Update
-from telegram import error as tg
 
-from bot.config import parse_config
-from channels import BadRequest, ChatType, Forbidden, InboundMessage, RetryAfter
-from channels.telegram import BotIdentity, SendPacer, normalize_update, translate_telegram_errors
-from channels.telegram._errors import ChatMigrated, TelegramTimedOut, TelegramUnavailable
+from channels import ChatType, InboundMessage
+from channels.telegram import BotIdentity, normalize_update
 from channels.telegram._normalize import Skipped
-from channels.telegram._ratelimit import RateLimits
-from channels.telegram._text import html_to_plain, split_units
 
 ME = BotIdentity(999, "loopgate_bot")
 
@@ -143,69 +138,3 @@ class TestNormalize:
             update(None, chat={"id": -5, "type": "group"}, migrate_to_chat_id=-1005), ME
         )
         assert isinstance(result, Skipped) and result.migrate_to_chat_id == -1005
-
-
-class TestPacer:
-    async def test_burst_then_sustained_rate(self) -> None:
-        now = [0.0]
-        pacer = SendPacer(RateLimits(chat_per_second=1, chat_burst=3), clock=lambda: now[0])
-        for _ in range(3):  # a normal exchange is never delayed
-            assert await pacer.acquire("c", group=False) == 0
-        bucket = pacer._chats["c"]
-        assert bucket.delay(now[0]) == pytest.approx(1.0)
-        now[0] += 1.0
-        assert await pacer.acquire("c", group=False) == 0
-
-    async def test_group_budget_is_per_minute(self) -> None:
-        now = [0.0]
-        limits = RateLimits(chat_per_second=100, chat_burst=100, group_per_minute=20, group_burst=5)
-        pacer = SendPacer(limits, clock=lambda: now[0])
-        for _ in range(5):
-            await pacer.acquire("g", group=True)
-        assert pacer._groups["g"].delay(now[0]) == pytest.approx(3.0)
-
-    async def test_off_never_waits_but_a_hold_does(self) -> None:
-        now = [0.0]
-        pacer = SendPacer(None, clock=lambda: now[0])
-        for _ in range(100):
-            assert await pacer.acquire("c", group=True) == 0
-        pacer.hold("c", 0.05)
-        now[0] = 0.1  # the clock moves while we wait: acquire sleeps, then passes
-        assert await pacer.acquire("c", group=False) == 0
-
-
-class TestErrors:
-    @pytest.mark.parametrize(
-        ("raised", "expected"),
-        [
-            (tg.RetryAfter(3), RetryAfter),
-            (tg.Forbidden("Forbidden: bot was blocked by the user"), Forbidden),
-            (tg.BadRequest("Bad Request: can't parse entities"), BadRequest),
-            (tg.ChatMigrated(-100), ChatMigrated),
-            (tg.TimedOut(), TelegramTimedOut),
-            (tg.NetworkError("Bad Gateway"), TelegramUnavailable),
-        ],
-    )
-    def test_translation(self, raised: Exception, expected: type[Exception]) -> None:
-        with pytest.raises(expected) as info, translate_telegram_errors():
-            raise raised
-        assert info.value.__cause__ is raised
-        if isinstance(info.value, RetryAfter):
-            assert info.value.retry_after == 3
-
-
-def test_plain_fallback_and_utf16_split() -> None:
-    assert html_to_plain("<b>a &lt; b</b> &amp; <a href='x'>c</a>") == "a < b & c"
-    pieces = split_units("😀" * 10, 6)
-    assert "".join(pieces) == "😀" * 10
-    assert all(len(p.encode("utf-16-le")) // 2 <= 6 for p in pieces)
-
-
-def test_config_keys() -> None:
-    config = parse_config(
-        {"channels": {"telegram": {"enabled": True, "token": "t", "rate_limit": False}}}, {}
-    )
-    assert config.channels.telegram.rate_limit == "off"
-    default = parse_config({}, {}).channels.telegram
-    assert default.allowed_updates == ["message"]
-    assert default.rate_limit != "off" and default.rate_limit.per_group_per_minute == 20

@@ -1,0 +1,136 @@
+"""bot/storage/_db.py: opening, migrations, pragmas and bad URLs, on SQLite and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, inspect
+
+from agent_core.messages import Message
+from bot.storage import Database, SqlSessionStore, StorageError, head_revision, open_database
+from bot.storage.models import Base
+from tests.bot.storage.storage_fixtures import _append
+from tests.storage_support import Backend
+
+TABLES = {
+    "sessions",
+    "messages",
+    "summaries",
+    "traces",
+    "spans",
+    "channel_state",
+    "processed_messages",
+    "agents",
+    "memory_files",
+    "memory_chunks",
+    "inbox",
+    "agent_links",
+    "teams",
+    "team_tasks",
+}
+
+
+def _tables(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names())
+
+
+def _file_exists(path: str) -> bool:
+    return Path(path).is_file()
+
+
+def _revision(conn: Connection) -> str | None:
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+async def test_new_database_is_migrated_to_head(backend: Backend) -> None:
+    async with await backend.open() as db, db.engine.connect() as conn:
+        assert TABLES | {"alembic_version"} <= await conn.run_sync(_tables)
+        assert await conn.run_sync(_revision) == head_revision() == "0006"
+    if backend.name == "sqlite":
+        assert _file_exists(backend.url.split("///", 1)[1])  # its parent dir was created
+
+
+async def test_reopen_is_idempotent_and_keeps_data(backend: Backend) -> None:
+    async with await backend.open() as db:
+        await _append(SqlSessionStore(db), "s", Message.user("kept"))
+    async with await backend.open() as db:
+        history = await SqlSessionStore(db).load_history("s")
+        async with db.engine.connect() as conn:
+            assert await conn.run_sync(_revision) == head_revision()
+    assert [m.content for m in history.messages] == ["kept"]
+
+
+def _portable_schema(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    """Leave out the memory index's full-text objects, which exist only in migration 0003
+    and differ per dialect: SQLite's FTS5 virtual table ``memory_chunks_fts`` and its shadow
+    tables (``memory_chunks_fts_data``, ``_idx``, ``_docsize``, ``_config``), Postgres'
+    generated ``search_vector`` column and its GIN index. Everything else is compared."""
+    if type_ == "table" and name and name.startswith("memory_chunks_fts"):
+        return False
+    if type_ == "column" and name == "search_vector" and reflected:
+        return False
+    return not (type_ == "index" and name == "ix_memory_chunks_search_vector")
+
+
+async def test_models_match_migrations(db: Database) -> None:
+    def diff(conn: Connection) -> list[Any]:
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "include_object": _portable_schema}
+        )
+        return list(compare_metadata(context, Base.metadata))
+
+    async with db.engine.connect() as conn:
+        assert await conn.run_sync(diff) == []
+
+
+async def test_sqlite_pragmas(tmp_path: Path) -> None:
+    async with (
+        await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db,
+        db.engine.connect() as conn,
+    ):
+        assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+        assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar() == 1
+        assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() == 5000
+
+
+async def test_in_memory_database_is_shared_across_sessions() -> None:
+    async with await open_database("sqlite+aiosqlite:///:memory:") as db:
+        store = SqlSessionStore(db)
+        await _append(store, "s", Message.user("hi"))
+        assert len((await store.load_history("s")).messages) == 1
+
+
+@pytest.mark.parametrize("url", ["not a url", "mysql+aiomysql://u:secret@h/db", "sqlite:"])
+async def test_bad_url_raises_storage_error(url: str) -> None:
+    with pytest.raises(StorageError) as info:
+        await open_database(url)
+    assert "secret" not in str(info.value)
+
+
+async def test_unreachable_postgres_raises_without_password() -> None:
+    with pytest.raises(StorageError) as info:
+        await open_database("postgresql+asyncpg://bob:hunter2@127.0.0.1:1/nope")
+    message = str(info.value)
+    assert "hunter2" not in message
+    assert "bob:***@127.0.0.1:1/nope" in message
+
+
+async def test_unwritable_sqlite_path_raises_storage_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(StorageError, match="cannot open database"):
+        await open_database(f"sqlite+aiosqlite:///{tmp_path}/file/sub/x.db")
+
+
+async def test_concurrent_start_up_migrates_once(backend: Backend) -> None:
+    databases = await asyncio.gather(*(backend.open() for _ in range(4)))
+    for database in databases:
+        await database.aclose()
+    async with await backend.open() as db, db.engine.connect() as conn:
+        assert await conn.run_sync(_revision) == head_revision()
