@@ -1,5 +1,5 @@
 """Table definitions. The schema itself is created by the Alembic migrations, never by
-``metadata.create_all``; ``tests/bot/storage/test_storage.py`` checks both agree."""
+``metadata.create_all``; ``tests/bot/storage/test_db.py`` checks both agree."""
 
 from __future__ import annotations
 

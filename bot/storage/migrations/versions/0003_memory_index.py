@@ -3,7 +3,7 @@
 SQLite: an FTS5 virtual table over ``memory_chunks`` (external content, ``porter`` stemming)
 kept in sync by triggers. Postgres: a generated ``tsvector`` column (heading weighted A,
 content B) with a GIN index. The models (``MemoryFileRow``, ``MemoryChunkRow``) describe only
-the portable part; ``tests/bot/storage/test_storage.py`` leaves the full-text objects out of its
+the portable part; ``tests/bot/storage/test_db.py`` leaves the full-text objects out of its
 models-vs-migrations comparison.
 
 Revision ID: 0003
