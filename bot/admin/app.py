@@ -7,7 +7,7 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -89,4 +89,10 @@ def admin_routes(loopgate: Loopgate) -> list[BaseRoute]:
         ],
         middleware=[Middleware(SecurityHeaders)],
     )
-    return [Mount("/admin", app=app)]
+
+    async def to_dashboard(request: Request) -> Response:
+        # "/admin" itself is outside the mount: without this, the webhooks' POST-only catch-all
+        # would answer it 405.
+        return RedirectResponse(request.url.replace(path=request.url.path + "/"), status_code=307)
+
+    return [Route("/admin", to_dashboard, methods=["GET", "HEAD"]), Mount("/admin", app=app)]

@@ -81,6 +81,15 @@ class TestAnonymous:
         response = await client.get("/admin/api/runs", headers={"Authorization": "Bearer nope"})
         assert response.status_code == 401
 
+    async def test_admin_without_its_slash_leads_to_the_dashboard(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        # It fell into the webhooks' POST-only route: 405 with "allow: POST".
+        response = await client.get("/admin")
+        assert response.status_code == 307
+        assert response.headers["location"].endswith("/admin/")
+        assert (await client.head("/admin")).status_code == 307
+
     async def test_security_headers(self, client: httpx.AsyncClient) -> None:
         page = await client.get("/admin/login")
         assert page.status_code == 200
