@@ -125,6 +125,7 @@ async def _serve_async(config: Config) -> int:
                 port=config.server.port,
                 log_config=None,
                 proxy_headers=True,
+                forwarded_allow_ips=config.server.forwarded_allow_ips,
                 lifespan="on",
                 ws_max_size=config.server.max_ws_message_bytes,
             ),

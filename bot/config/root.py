@@ -65,6 +65,11 @@ class ServerConfig(StrictModel):
     event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     """``loopgate serve``'s event loop: ``auto`` takes uvloop when it is installed (it comes
     with ``uvicorn[standard]``, which would pick it too if it ran the loop itself)."""
+    forwarded_allow_ips: str | None = None
+    """Addresses whose ``X-Forwarded-Proto``/``-For`` are trusted (comma-separated IPs or
+    networks, ``*`` for any): a PaaS's TLS proxy, so that ``https`` is seen as such (the
+    dashboard's cookie is ``Secure`` then). Unset: uvicorn's default, ``$FORWARDED_ALLOW_IPS``
+    or ``127.0.0.1``."""
 
 
 class WebConfig(StrictModel):

@@ -47,6 +47,32 @@ class TestChatCommand:
         assert "channels.zalo.token: field required" in err
 
 
+@pytest.mark.parametrize(("allowed", "secure"), [("*", True), ("10.9.8.7", False)])
+async def test_server_forwarded_allow_ips_decides_whether_a_proxys_https_counts(
+    tmp_path: Path, allowed: str, secure: bool
+) -> None:
+    # Behind a PaaS's TLS proxy the request reaches uvicorn as http: only a trusted proxy's
+    # X-Forwarded-Proto makes it https, and the dashboard's session cookie Secure.
+    token = "a-dashboard-token-of-32-chars-xx"
+    (tmp_path / "config.yaml").write_text(
+        f"admin:\n  token: {token}\nserver:\n  forwarded_allow_ips: '{allowed}'\n"
+    )
+    proc, base = await start_server(tmp_path)
+    try:
+        async with httpx.AsyncClient() as client:
+            login = await client.post(
+                f"{base}/admin/login",
+                data={"token": token},
+                headers={"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"},
+            )
+        assert login.status_code == 303
+        cookie = login.headers["set-cookie"]
+        assert ("; secure" in cookie.lower()) is secure
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 20)
+
+
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[str]:
     proc, base = await start_server(tmp_path)
