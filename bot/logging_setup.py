@@ -31,11 +31,12 @@ def configure_logging(level: str = "info", fmt: str = "console") -> None:
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
+    timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            timestamper,
             structlog.processors.format_exc_info,
             renderer,
             redact_rendered,
@@ -44,8 +45,28 @@ def configure_logging(level: str = "info", fmt: str = "console") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
-    # Libraries (uvicorn, httpx, sqlalchemy) log through stdlib logging.
-    logging.basicConfig(level=max(numeric, logging.INFO), stream=sys.stderr, force=True)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RedactingFilter())
+    # Libraries (uvicorn, Alembic, SQLAlchemy) log through stdlib logging: their lines are
+    # rendered like ours, one format on stderr, the logger's name as a field.
+    handler = logging.StreamHandler(_CurrentStderr())
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                timestamper,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                renderer,
+                redact_rendered,
+            ],
+        )
+    )
+    handler.addFilter(RedactingFilter())
+    logging.basicConfig(level=max(numeric, logging.INFO), handlers=[handler], force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # A migration's steps are news only when debugging; what was migrated is logged as
+    # ``storage.migrated``.
+    logging.getLogger("alembic").setLevel(
+        logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING
+    )
