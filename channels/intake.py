@@ -73,6 +73,28 @@ async def first_sight(seen: SeenStore, key: str, *, channel: str) -> bool:
         raise NotAccepted(f"{channel}: the dedupe store is unavailable") from exc
 
 
+async def already_seen(seen: SeenStore, key: str, *, channel: str) -> bool:
+    """Whether the update ``key`` was taken before, without recording it.
+
+    An update counts as seen only once the bot has it: :func:`remember_seen` records it after
+    the handler returned. A store that can't answer makes the update :class:`NotAccepted`.
+    """
+    try:
+        return await seen.has_seen(key)
+    except Exception as exc:
+        log.warning("inbound.seen_store_failed", channel=channel, error=repr(exc))
+        raise NotAccepted(f"{channel}: the dedupe store is unavailable") from exc
+
+
+async def remember_seen(seen: SeenStore, key: str, *, channel: str) -> None:
+    """Record the update ``key`` once the bot has taken it. A failure is only logged: the
+    message itself is stored with its own dedupe key, so a redelivery is still one message."""
+    try:
+        await seen.seen(key)
+    except Exception as exc:
+        log.warning("inbound.seen_record_failed", channel=channel, key=key, error=repr(exc))
+
+
 async def forget_seen(seen: SeenStore, key: str, *, channel: str) -> None:
     """Undo :func:`first_sight` for an update the bot did not take."""
     try:

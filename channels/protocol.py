@@ -145,6 +145,10 @@ class SeenStore(Protocol):
     async def seen(self, key: str) -> bool:
         """Record ``key``; True when it had been recorded before."""
 
+    async def has_seen(self, key: str) -> bool:
+        """Whether ``key`` is recorded, without recording it (an adapter looks first and
+        records only once the bot has stored the message: a kill in between loses nothing)."""
+
     async def forget(self, key: str) -> None:
         """Undo :meth:`seen` for an update the bot did not accept, so its redelivery counts."""
 

@@ -43,6 +43,9 @@ class MemorySeen:
         self.keys.add(key)
         return False
 
+    async def has_seen(self, key: str) -> bool:
+        return key in self.keys
+
     async def forget(self, key: str) -> None:
         self.keys.discard(key)
         self.forgotten.append(key)

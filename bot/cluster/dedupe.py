@@ -60,6 +60,17 @@ class FastDedupe:
             await self._redis("set", fast_key, DONE, px=self._ttl_ms, xx=True)
         return duplicate
 
+    async def has_seen(self, key: str) -> bool:
+        """Redis answers a repeat the database already has ("done"); anything else (no key, a
+        first sight still pending, Redis down) is the database's to answer."""
+        if self.link.state is RedisState.OK:
+            try:
+                if await self.link.client.get(self._key(key)) == DONE:
+                    return True
+            except Exception as exc:
+                self._failed(exc)
+        return await self.durable.has_seen(key)
+
     async def forget(self, key: str) -> None:
         # Tried even while Redis looks down: a "done" key left behind would make the
         # redelivery of a message nobody took look like a duplicate in every process.

@@ -23,6 +23,9 @@ class DedupeStore(Protocol):
     async def seen(self, key: str) -> bool:
         """Record ``key``; True when it had been recorded before."""
 
+    async def has_seen(self, key: str) -> bool:
+        """Whether ``key`` is recorded, without recording it."""
+
     async def forget(self, key: str) -> None:
         """Undo :meth:`seen` for a message that was not accepted."""
 
@@ -50,6 +53,10 @@ class MemoryDedupe:
             self._keys.popitem(last=False)
         self._keys[key] = now
         return False
+
+    async def has_seen(self, key: str) -> bool:
+        at = self._keys.get(key)
+        return at is not None and time.monotonic() - at < self.ttl
 
     async def forget(self, key: str) -> None:
         self._keys.pop(key, None)

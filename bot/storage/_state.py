@@ -58,6 +58,12 @@ class SqlDedupeStore:
         )
         return inserted == 0
 
+    async def has_seen(self, key: str) -> bool:
+        """Whether ``key`` is recorded (a read: nothing is written)."""
+        query = select(ProcessedMessageRow.key).where(ProcessedMessageRow.key == fit_key(key))
+        found = await self._db.run_read(lambda conn: conn.execute(query).scalar())
+        return found is not None
+
     async def forget(self, key: str) -> None:
         """Undo :meth:`seen` (the message was not accepted; its redelivery must count)."""
         async with self._db.write() as s:

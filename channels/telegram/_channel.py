@@ -36,7 +36,7 @@ from telegram import Bot, BotCommand, ReactionTypeEmoji, Update
 from telegram.constants import ParseMode
 
 from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted
-from channels.intake import Intake, first_sight, forget_seen
+from channels.intake import Intake, already_seen, remember_seen
 from channels.protocol import (
     InboundHandler,
     PaceStore,
@@ -246,7 +246,7 @@ class TelegramChannel:
         if handler is None or me is None:
             raise NotAccepted("telegram: not receiving")
         key = f"{self.name}:update:{update.update_id}"
-        if not await first_sight(self._seen, key, channel=self.name):
+        if await already_seen(self._seen, key, channel=self.name):
             log.info("inbound.skipped", channel=self.name, reason="duplicate_update")
             return
         try:
@@ -265,12 +265,14 @@ class TelegramChannel:
                 return
             await handler(result)
         except (NotAccepted, asyncio.CancelledError):
-            # Cancelled: whether the bot stored it is unknown. If it did, its own dedupe key
-            # catches the redelivery; ours must not hide it if it did not.
-            await forget_seen(self._seen, key, channel=self.name)
+            # Not recorded as seen: the redelivery counts. Cancelled: whether the bot stored it
+            # is unknown; if it did, the message's own dedupe key catches the redelivery.
             raise
         except Exception:
             log.exception("telegram.update_failed", update_id=update.update_id)
+        # Recorded only now that the bot has it (or it failed for good): a kill before this
+        # line leaves the update unrecorded, and its redelivery is taken.
+        await remember_seen(self._seen, key, channel=self.name)
 
     # -- sending, editing and streaming (bot/pipeline/streaming/): channels.telegram._sending ---
 

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from channels.errors import ChannelError, NotAccepted, RetryAfter
-from channels.intake import Intake, first_sight, forget_seen
+from channels.intake import Intake, already_seen, remember_seen
 from channels.protocol import InboundHandler, PollGate, SeenStore
 from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
 from channels.zalo._client import ZaloBotClient
@@ -312,20 +312,21 @@ class ZaloChannel:
             raise NotAccepted("zalo: not receiving")
         message_id = msg.message_id or _synthetic_id(update)
         key = f"zalo:event:{msg.chat_id}:{message_id}"
-        if not await first_sight(self.seen, key, channel=self.name):
+        if await already_seen(self.seen, key, channel=self.name):
             log.info("zalo.duplicate", message_id=message_id)
             return
         try:
             await handler(self._normalize(update, msg, message_id))
         except (NotAccepted, asyncio.CancelledError):
-            # Cancelled: whether the bot stored it is unknown. If it did, its own dedupe key
-            # catches the next delivery; ours must not hide it if it did not.
-            await forget_seen(self.seen, key, channel=self.name)
+            # Not recorded as seen: the next delivery counts. Cancelled: whether the bot stored
+            # it is unknown; if it did, the message's own dedupe key catches the next delivery.
             raise
         except Exception:
             log.exception(
                 "zalo.dispatch_failed", message_id=message_id, event_name=update.event_name
             )
+        # Recorded only once the bot has it: a kill before this line loses nothing.
+        await remember_seen(self.seen, key, channel=self.name)
 
     def _normalize(self, update: ZaloUpdate, msg: ZaloMessage, message_id: str) -> InboundMessage:
         group = msg.chat_type == "GROUP"

@@ -3,8 +3,9 @@
 Each adapter runs against its fake platform (real client libraries, real HTTP) with a handler the
 test controls (:mod:`tests.inbound_support`). When the handler refuses a message (``NotAccepted``)
 the platform must not consider it delivered: a webhook answers 503, a Telegram poller leaves the
-offset before it, a Zalo poller keeps the update, Socket Mode sends no ack. What the adapter
-recorded as seen is forgotten, so the redelivery is taken, once.
+offset before it, a Zalo poller keeps the update, Socket Mode sends no ack. The Telegram and Zalo
+adapters record an update as seen only after the bot took it (so neither a refusal nor a kill
+before that leaves a record that would hide the redelivery); Slack's forgets its record.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class TestTelegramPolling:
             await handler.wait_for(lambda: len(handler.taken) == 2)
             assert handler.refused_texts() == ["one"]
             assert handler.texts() == ["one", "two"]
-            assert seen.forgotten == [f"telegram:update:{first}"]
+            assert seen.forgotten == []  # never recorded while it was not taken
+            assert f"telegram:update:{first}" in seen.keys  # recorded once taken
             assert state.values[("telegram", OFFSET_KEY)] == str(second + 1)
 
 
@@ -67,7 +69,7 @@ class TestTelegramWebhook:
             async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:
                 refused = await http.post(channel.webhook_path, json=update, headers=headers)
                 assert refused.status_code == 503
-                assert seen.forgotten == [f"telegram:update:{update['update_id']}"]
+                assert f"telegram:update:{update['update_id']}" not in seen.keys
                 taken = await http.post(channel.webhook_path, json=update, headers=headers)
                 again = await http.post(channel.webhook_path, json=update, headers=headers)
         assert (taken.status_code, again.status_code) == (200, 200)
@@ -114,7 +116,8 @@ class TestZaloPolling:
         assert zalo.pending_updates == 0
         assert handler.refused_texts() == ["one", "one"]
         assert handler.texts() == ["one", "two"]
-        assert len(seen.forgotten) == 2
+        assert seen.forgotten == []  # never recorded while refused
+        assert len(seen.keys) == 2  # both recorded once taken
 
 
 class TestZaloWebhook:
@@ -128,7 +131,7 @@ class TestZaloWebhook:
             async with webhook_client(channel.webhook_path, channel.handle_webhook) as http:
                 refused = await http.post(channel.webhook_path, json=payload, headers=headers)
                 assert refused.status_code == 503
-                assert seen.forgotten == ["zalo:event:u1:m-1"]
+                assert "zalo:event:u1:m-1" not in seen.keys
                 taken = await http.post(channel.webhook_path, json=payload, headers=headers)
                 again = await http.post(channel.webhook_path, json=payload, headers=headers)
         assert (taken.status_code, again.status_code) == (200, 200)
@@ -202,3 +205,51 @@ class TestSlack:
             if mode == "http":
                 assert result.status_code == 200
         assert handler.texts() == ["hi"]
+
+
+class Killed(BaseException):
+    """The process dies while the bot handles the update: no handler or cleanup of the adapter
+    runs after this point (``except Exception`` does not catch it, as nothing catches SIGKILL)."""
+
+
+class TestAKillBeforeTheBotStoredTheUpdate:
+    """Issue 27: an update counted as seen although nobody stored it was never answered."""
+
+    async def test_telegram_takes_the_redelivery(self, tg: FakeTelegram) -> None:
+        seen = MemorySeen()
+        update = {"update_id": tg.new_update_id(), **tg.private_message("are you there?")}
+        key = f"telegram:update:{update['update_id']}"
+        headers = {SECRET_HEADER: TELEGRAM_SECRET}
+        async with (
+            running_telegram(tg, Handler(error=Killed()), seen=seen, mode="webhook") as channel,
+            webhook_client(channel.webhook_path, channel.handle_webhook) as http,
+        ):
+            with pytest.raises(Killed):
+                await http.post(channel.webhook_path, json=update, headers=headers)
+        assert key not in seen.keys
+        survivor = Handler()  # the next process, on the same store, gets the redelivery
+        async with running_telegram(tg, survivor, seen=seen, mode="webhook") as ch:
+            http = webhook_client(ch.webhook_path, ch.handle_webhook)
+            async with http:
+                taken = await http.post(ch.webhook_path, json=update, headers=headers)
+        assert taken.status_code == 200
+        assert survivor.texts() == ["are you there?"]
+        assert key in seen.keys
+
+    async def test_zalo_takes_the_redelivery(self, zalo: FakeZalo) -> None:
+        seen = MemorySeen()
+        payload = text_event("còn đó không?", chat_id="u1", message_id="m-9")
+        headers = {ZALO_SECRET_HEADER: ZALO_SECRET}
+        async with running_zalo(zalo, Handler(error=Killed()), seen=seen, mode="webhook") as ch:
+            http = webhook_client(ch.webhook_path, ch.handle_webhook)
+            async with http:
+                with pytest.raises(Killed):
+                    await http.post(ch.webhook_path, json=payload, headers=headers)
+        assert "zalo:event:u1:m-9" not in seen.keys
+        survivor = Handler()
+        async with running_zalo(zalo, survivor, seen=seen, mode="webhook") as ch:
+            http = webhook_client(ch.webhook_path, ch.handle_webhook)
+            async with http:
+                taken = await http.post(ch.webhook_path, json=payload, headers=headers)
+        assert taken.status_code == 200
+        assert survivor.texts() == ["còn đó không?"]

@@ -183,6 +183,21 @@ async def test_a_repeat_reaching_another_process_is_caught_without_the_database(
     assert await a.seen("telegram:update:1") is False
 
 
+async def test_looking_a_key_up_records_nothing_and_a_done_key_needs_no_database(
+    links: tuple[RedisLink, RedisLink],
+) -> None:
+    # Issue 27: the fast path must never claim an update the database does not hold. A look-up
+    # (an adapter's, before the bot stored the update) leaves no key behind, in Redis or below.
+    durable = Durable()
+    a, b = FastDedupe(links[0], durable), FastDedupe(links[1], durable)
+    assert await a.has_seen("telegram:update:7") is False
+    assert durable.keys == set() and durable.writes == 0
+    assert await links[0].client.keys(f"{links[0].key('seen')}*") == []
+    assert await a.seen("telegram:update:7") is False  # recorded once the bot stored it
+    durable.keys.clear()  # from here only Redis could know it
+    assert await b.has_seen("telegram:update:7") is True
+
+
 async def test_a_first_sight_the_database_refused_is_not_a_duplicate(
     links: tuple[RedisLink, RedisLink],
 ) -> None:
