@@ -32,7 +32,7 @@ def message(**fields: Any) -> dict[str, Any]:
 
 def test_event_names() -> None:
     assert ZaloEvent("message.text.received") is ZaloEvent.TEXT
-    assert ZaloEvent.UNSUPPORTED == "message.unsupported.received"
+    assert ZaloEvent.UNSUPPORTED.value == "message.unsupported.received"
 
 
 class TestSmallResults:
