@@ -1,0 +1,188 @@
+"""Bootstrap files: exclusive creation, prompt truncation, seeding and the files of a prompt.
+
+Seeding across processes and hostile user ids are tested in tests/agent_core/test_workspace.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_core.bootstrap import (
+    AGENT_LEVEL_FILES,
+    SEED_MARKER,
+    STANDARD_FILES,
+    TEMPLATES,
+    USER_MD,
+    AgentType,
+    PromptMode,
+    Workspaces,
+    create_exclusive,
+    truncate_for_prompt,
+)
+
+
+class RecordingLocks:
+    """In-process SharedLocks that records what was locked; ``broken`` raises like an
+    unreachable lock service."""
+
+    def __init__(self, *, broken: bool = False) -> None:
+        self.broken = broken
+        self.held: set[str] = set()
+        self.acquired: list[str] = []
+        self.released: list[str] = []
+
+    async def try_acquire(self, name: str) -> _Lease | None:
+        if self.broken:
+            raise ConnectionError("lock service down")
+        if name in self.held:
+            return None
+        self.held.add(name)
+        self.acquired.append(name)
+        return _Lease(self, name)
+
+
+class _Lease:
+    def __init__(self, locks: RecordingLocks, name: str) -> None:
+        self.locks, self.name = locks, name
+
+    async def release(self) -> None:
+        self.locks.held.discard(self.name)
+        self.locks.released.append(self.name)
+
+
+class TestCreateExclusive:
+    def test_creates_once_and_keeps_the_first_content(self, tmp_path: Path) -> None:
+        path = tmp_path / "deep" / "er" / "A.md"
+        assert create_exclusive(path, "first")
+        assert not create_exclusive(path, "second")
+        assert path.read_text() == "first"
+        assert sorted(p.name for p in path.parent.iterdir()) == ["A.md"]  # no temp files left
+
+
+class TestTruncateForPrompt:
+    def test_exactly_the_limit_is_kept(self) -> None:
+        assert truncate_for_prompt("A.md", "x" * 50, 50) == ("x" * 50, False)
+
+    @pytest.mark.parametrize("limit", [0, -1])
+    def test_no_positive_limit_means_no_truncation(self, limit: int) -> None:
+        assert truncate_for_prompt("A.md", "x" * 10_000, limit) == ("x" * 10_000, False)
+
+    def test_marker_says_how_much_was_cut(self) -> None:
+        text = "h" * 100 + "m" * 100 + "t" * 100
+        content, cut = truncate_for_prompt("NOTES.md", text, 100)
+        assert cut
+        assert content.startswith("h" * 70) and content.endswith("t" * 20)
+        assert "[... 210 of 300 characters of NOTES.md truncated" in content
+        assert "mm" not in content  # the middle is cut
+
+
+class TestTemplates:
+    def test_missing_custom_template_falls_back_to_the_builtin(self, tmp_path: Path) -> None:
+        templates = tmp_path / "tpl"
+        templates.mkdir()
+        (templates / "SOUL.md").write_text("custom soul")
+        spaces = Workspaces(tmp_path / "base", "main", templates_dir=templates)
+        assert spaces.template("SOUL.md") == "custom soul"
+        assert spaces.template("AGENTS.md") == TEMPLATES["AGENTS.md"]
+
+    def test_every_standard_file_has_a_template(self) -> None:
+        assert set(STANDARD_FILES) <= set(TEMPLATES)
+        assert all(TEMPLATES[name].strip() for name in STANDARD_FILES)
+
+
+class TestSeeding:
+    def test_agent_type_from_text(self, tmp_path: Path) -> None:
+        assert Workspaces(tmp_path, "a", "predefined").agent_type is AgentType.PREDEFINED
+        with pytest.raises(ValueError):
+            Workspaces(tmp_path, "a", "closed")
+
+    def test_seeded_files_hold_the_templates(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main")
+        spaces.ensure_user_files("alice")
+        user = spaces.user_dir("alice")
+        for name in STANDARD_FILES:
+            assert (user / name).read_text(encoding="utf-8") == TEMPLATES[name]
+        assert (user / SEED_MARKER).exists()
+
+    def test_an_existing_file_is_not_overwritten(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main")
+        user = spaces.user_dir("alice")
+        user.mkdir(parents=True)
+        (user / "SOUL.md").write_text("mine")
+        created = spaces.ensure_user_files("alice")
+        assert "SOUL.md" not in created
+        assert sorted(created) == sorted(set(STANDARD_FILES) - {"SOUL.md"})
+        assert (user / "SOUL.md").read_text() == "mine"
+
+    def test_a_marked_workspace_is_not_seeded(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main")
+        user = spaces.user_dir("bob")
+        user.mkdir(parents=True)
+        (user / SEED_MARKER).touch()
+        assert spaces.ensure_user_files("bob") == []
+        assert [p.name for p in user.iterdir()] == [SEED_MARKER]
+
+    def test_predefined_agent_files_are_seeded_once_for_all_users(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "support", AgentType.PREDEFINED)
+        assert spaces.ensure_user_files("alice") == [*AGENT_LEVEL_FILES, USER_MD]
+        assert spaces.ensure_user_files("bob") == [USER_MD]
+        assert spaces.ensure_user_files("bob") == []
+
+    async def test_prepare_without_locks(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main")
+        assert await spaces.prepare_user_files("alice") == list(STANDARD_FILES)
+        assert await spaces.prepare_user_files("alice") == []
+        assert (spaces.user_dir("alice") / "AGENTS.md").exists()
+
+    async def test_prepare_seeds_under_a_shared_lock(self, tmp_path: Path) -> None:
+        locks = RecordingLocks()
+        spaces = Workspaces(tmp_path, "main", locks=locks)
+        assert await spaces.prepare_user_files("alice") == list(STANDARD_FILES)
+        assert len(locks.acquired) == 1 and locks.acquired[0].startswith("seed:")
+        assert locks.released == locks.acquired and not locks.held
+        assert await spaces.prepare_user_files("alice") == []  # seen seeded: no lock again
+        assert len(locks.acquired) == 1
+        await spaces.prepare_user_files("bob")
+        assert len(set(locks.acquired)) == 2  # one lock per workspace
+
+    async def test_prepare_goes_ahead_when_the_lock_service_is_down(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main", locks=RecordingLocks(broken=True))
+        assert await spaces.prepare_user_files("alice") == list(STANDARD_FILES)
+
+
+class TestContextFiles:
+    def test_empty_and_missing_files_are_skipped(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main")
+        spaces.ensure_user_files("u")
+        user = spaces.user_dir("u")
+        (user / "SOUL.md").write_text("  \n\t")
+        (user / "BOOTSTRAP.md").unlink()
+        (user / "MEMORY.md").mkdir()  # a folder, not a file
+        names = [f.name for f in spaces.context_files("u")]
+        assert names == ["AGENTS.md", "TOOLS.md", "IDENTITY.md", "USER.md"]
+
+    def test_files_carry_path_and_content(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main")
+        spaces.ensure_user_files("u")
+        [agents, tools] = spaces.context_files("u", "minimal")
+        assert agents.path == spaces.user_dir("u") / "AGENTS.md"
+        assert agents.content == TEMPLATES["AGENTS.md"] and not agents.truncated
+        assert tools.name == "TOOLS.md"
+
+    def test_a_user_without_files_has_none(self, tmp_path: Path) -> None:
+        assert Workspaces(tmp_path, "main").context_files("nobody", PromptMode.FULL) == []
+
+    def test_prompt_inputs_reads_files_and_skills(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main")
+        spaces.ensure_user_files("u")
+        workspace = spaces.user_dir("u")
+        skill = workspace / "skills" / "greet"
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text(
+            "---\nname: greet\ndescription: say hello nicely\n---\nSay hello.\n"
+        )
+        files, skills = spaces.prompt_inputs("u", PromptMode.MINIMAL, workspace, ())
+        assert [f.name for f in files] == ["AGENTS.md", "TOOLS.md"]
+        assert [s.name for s in skills] == ["greet"]
