@@ -12,6 +12,7 @@ import asyncio
 import base64
 import os
 import time
+from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
@@ -63,8 +64,10 @@ def add(a: int, b: int) -> int:
 
 
 @server.tool()
-async def slow(seconds: float) -> str:
-    """Sleep for the given number of seconds."""
+async def slow(seconds: float, started: str = "") -> str:
+    """Sleep for the given number of seconds (touching the file ``started`` first, if given)."""
+    if started:
+        await asyncio.to_thread(Path(started).touch)
     await asyncio.sleep(seconds)
     return "done"
 

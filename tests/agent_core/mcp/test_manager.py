@@ -258,13 +258,15 @@ async def test_a_hundred_tools_keep_distinct_names_and_descriptions() -> None:
         assert len(hits) == 13 and all("invoice" in hit.item.description for hit in hits)
 
 
-async def test_aclose_leaves_no_process_and_no_task() -> None:
+async def test_aclose_leaves_no_process_and_no_task(tmp_path: Path) -> None:
     manager = McpManager([stdio_spec("a"), stdio_spec("b")], **FAST)
     await manager.start()
     pids = [int(await call(manager, f"{name}__pid")) for name in ("a", "b")]
     tools = by_name(await manager.tools())
-    in_flight = asyncio.create_task(tools["a__slow"].handler({"seconds": 30}, CTX))
-    await asyncio.sleep(0.2)  # kept: the call reaches the server (nothing shows it outside)
+    started = tmp_path / "started"
+    arguments = {"seconds": 30, "started": str(started)}
+    in_flight = asyncio.create_task(tools["a__slow"].handler(arguments, CTX))
+    await wait_until(started.exists, 10)  # the call is running in the server
 
     await manager.aclose()
     with pytest.raises(ToolError, match="MCP server 'a' was shut down"):
