@@ -7,7 +7,7 @@ from datetime import timedelta
 from functools import cache
 
 import structlog
-from sqlalchemy import Executable, delete, select
+from sqlalchemy import Executable, bindparam, delete, select
 
 from bot.storage._db import Database
 from bot.storage._sql import dialect_insert, table_of
@@ -60,8 +60,8 @@ class SqlDedupeStore:
 
     async def has_seen(self, key: str) -> bool:
         """Whether ``key`` is recorded (a read: nothing is written)."""
-        query = select(ProcessedMessageRow.key).where(ProcessedMessageRow.key == fit_key(key))
-        found = await self._db.run_read(lambda conn: conn.execute(query).scalar())
+        params = {"key": fit_key(key)}
+        found = await self._db.run_read(lambda conn: conn.execute(_has_seen(), params).scalar())
         return found is not None
 
     async def forget(self, key: str) -> None:
@@ -88,6 +88,13 @@ def mark_seen(dialect: str) -> Executable:
     """Record a dedupe key unless present (rowcount 0 then); run with :func:`seen_params`."""
     table = table_of(ProcessedMessageRow)
     return dialect_insert(dialect, table).on_conflict_do_nothing(index_elements=[table.c.key])
+
+
+@cache
+def _has_seen() -> Executable:
+    """Built once: an adapter looks up every update before handing it over."""
+    table = table_of(ProcessedMessageRow)
+    return select(table.c.key).where(table.c.key == bindparam("key"))
 
 
 def seen_params(key: str) -> dict[str, object]:

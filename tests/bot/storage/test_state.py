@@ -38,6 +38,14 @@ async def test_dedupe_concurrent_seen_admits_one(db: Database) -> None:
     assert results.count(False) == 1
 
 
+async def test_has_seen_looks_a_key_up_without_recording_it(db: Database) -> None:
+    dedupe = SqlDedupeStore(db)
+    assert await dedupe.has_seen("telegram:update:1") is False
+    assert await dedupe.seen("telegram:update:1") is False  # the look-up recorded nothing
+    assert await dedupe.has_seen("telegram:update:1") is True
+    assert await dedupe.has_seen("telegram:update:2") is False
+
+
 async def test_dedupe_prune(db: Database) -> None:
     await SqlDedupeStore(db).seen("old")
     assert await SqlDedupeStore(db).prune() == 0  # within the default TTL
