@@ -34,6 +34,8 @@ class NotAccepted(ChannelError):
     (the service is draining, or its database is unreachable).
 
     The adapter must not acknowledge the update: a webhook answers 503, a poller does not
-    confirm the offset, so the platform delivers the message again later. Whatever the adapter
-    recorded as seen for it must be forgotten (:meth:`~channels.protocol.SeenStore.forget`).
+    confirm the offset, so the platform delivers the message again later. The redelivery must
+    not look like a duplicate: Telegram and Zalo record an update as seen only once the handler
+    returned (:func:`~channels.intake.remember_seen`); Slack forgets its early record
+    (:meth:`~channels.protocol.SeenStore.forget`).
     """

@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,13 +142,7 @@ class RecordingChannel:
 
     def reactions_left(self) -> dict[str, list[str]]:
         """Status emojis still shown, per message id."""
-        shown: dict[str, list[str]] = {}
-        for r in self.records:
-            if r.kind == "reaction":
-                shown.setdefault(r.message_id, []).append(r.text)
-            elif r.kind == "reaction_removed":
-                shown[r.message_id].remove(r.text)
-        return {mid: emojis for mid, emojis in shown.items() if emojis}
+        return reactions_left(self.records)
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 5) -> None:
         await until(self.changed, predicate, timeout)
@@ -251,3 +245,15 @@ def local_recorder(**caps: object) -> tuple[LocalChannel, list[Outbound]]:
 
     channel.listen(LOCAL_CHAT.chat_id, record)
     return channel, records
+
+
+def reactions_left(records: Iterable[Any]) -> dict[str, list[str]]:
+    """Status emojis still shown, per message id, from records with ``kind``, ``message_id``
+    and ``text`` (a channel's sends, reactions and removals in order)."""
+    shown: dict[str, list[str]] = {}
+    for r in records:
+        if r.kind == "reaction":
+            shown.setdefault(r.message_id, []).append(r.text)
+        elif r.kind == "reaction_removed":
+            shown[r.message_id].remove(r.text)
+    return {mid: emojis for mid, emojis in shown.items() if emojis}

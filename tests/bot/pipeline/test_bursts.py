@@ -20,6 +20,7 @@ from bot.storage.models import InboxRow
 from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, delay, text
+from tests.pipeline_support import reactions_left as shown_reactions
 from tests.waiting import wait_until
 
 DM_KEY = "agent:main:web:direct:dm-alice"
@@ -65,13 +66,7 @@ async def all_ended(app: Loopgate) -> None:
 
 def reactions_left(chat: ChatDriver) -> dict[str, list[str]]:
     """What status reactions are still shown, per message id (nothing may hang)."""
-    shown: dict[str, list[str]] = {}
-    for o in chat.outbound:
-        if o.kind == "reaction":
-            shown.setdefault(o.message_id, []).append(o.text)
-        elif o.kind == "reaction_removed":
-            shown[o.message_id].remove(o.text)
-    return {mid: emojis for mid, emojis in shown.items() if emojis}
+    return shown_reactions(chat.outbound)
 
 
 class TestDebounce:
