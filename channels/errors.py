@@ -35,7 +35,6 @@ class NotAccepted(ChannelError):
 
     The adapter must not acknowledge the update: a webhook answers 503, a poller does not
     confirm the offset, so the platform delivers the message again later. The redelivery must
-    not look like a duplicate: Telegram and Zalo record an update as seen only once the handler
-    returned (:func:`~channels.intake.remember_seen`); Slack forgets its early record
-    (:meth:`~channels.protocol.SeenStore.forget`).
+    not look like a duplicate: every adapter records an update as seen only once the handler
+    returned (:func:`~channels.intake.remember_seen`).
     """

@@ -58,21 +58,6 @@ class Intake:
         return self._busy
 
 
-async def first_sight(seen: SeenStore, key: str, *, channel: str) -> bool:
-    """Record ``key``; True the first time it is seen.
-
-    A store that can't answer (its database is down) makes the update :class:`NotAccepted`:
-    acknowledging an update we could neither check nor store would lose it.
-    """
-    try:
-        return not await seen.seen(key)
-    except NotAccepted:
-        raise
-    except Exception as exc:
-        log.warning("inbound.seen_store_failed", channel=channel, error=repr(exc))
-        raise NotAccepted(f"{channel}: the dedupe store is unavailable") from exc
-
-
 async def already_seen(seen: SeenStore, key: str, *, channel: str) -> bool:
     """Whether the update ``key`` was taken before, without recording it.
 
@@ -93,12 +78,3 @@ async def remember_seen(seen: SeenStore, key: str, *, channel: str) -> None:
         await seen.seen(key)
     except Exception as exc:
         log.warning("inbound.seen_record_failed", channel=channel, key=key, error=repr(exc))
-
-
-async def forget_seen(seen: SeenStore, key: str, *, channel: str) -> None:
-    """Undo :func:`first_sight` for an update the bot did not take."""
-    try:
-        await seen.forget(key)
-    except Exception as exc:
-        # The redelivery will look like a duplicate and be skipped: say so where it can be seen.
-        log.error("inbound.forget_failed", channel=channel, key=key, error=repr(exc))

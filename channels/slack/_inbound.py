@@ -2,8 +2,10 @@
 
 Dedupe: on ``event_id`` (Slack retries) and on ``channel:ts`` (the ``message`` + ``app_mention``
 pair of one post), in memory and through the persistent :class:`~channels.protocol.SeenStore`.
-A message the bot did not take is forgotten again (:meth:`InboundNormalizer.forget`), so Slack's
-redelivery of it counts.
+The persistent record is written only once the bot has taken the message
+(:meth:`InboundNormalizer.remember`): a process killed between the two leaves nothing that would
+make Slack's redelivery look like a duplicate. The in-memory records of a message the bot did not
+take are forgotten again (:meth:`InboundNormalizer.forget`).
 
 Sessions: a DM is one conversation; in a channel each thread is its own session
 (``ChatRef.thread_id`` = ``thread_ts``), and with ``reply_in_thread`` a top-level mention opens a
@@ -22,7 +24,7 @@ import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.errors import ChannelError, NotAccepted
-from channels.intake import first_sight, forget_seen
+from channels.intake import already_seen, remember_seen
 from channels.protocol import SeenStore
 from channels.slack._errors import translate_slack_errors
 from channels.slack._normalize import (
@@ -94,11 +96,11 @@ class InboundNormalizer:
             return None
         if event_id:
             try:
-                first = await first_sight(self.seen, self._event_key(event_id), channel=self.name)
+                seen = await already_seen(self.seen, self._event_key(event_id), channel=self.name)
             except NotAccepted:
                 self._forget_recent(event_id, post_key)
                 raise
-            if not first:
+            if seen:
                 log.info("slack.duplicate_event", event_id=event_id)
                 return None
 
@@ -161,12 +163,17 @@ class InboundNormalizer:
                 return found
         return "", ""
 
-    async def forget(self, msg: InboundMessage) -> None:
-        """Undo the dedupe records of a message the bot did not take: its redelivery counts."""
-        event_id = msg.metadata.get("event_id", "")
-        self._forget_recent(event_id, f"{msg.chat.chat_id}:{msg.message_id}")
-        if event_id:
-            await forget_seen(self.seen, self._event_key(event_id), channel=self.name)
+    async def remember(self, msg: InboundMessage) -> None:
+        """Record the event as seen, once the bot has taken its message."""
+        if event_id := msg.metadata.get("event_id", ""):
+            await remember_seen(self.seen, self._event_key(event_id), channel=self.name)
+
+    def forget(self, msg: InboundMessage) -> None:
+        """Undo the in-memory dedupe records of a message the bot did not take: its redelivery
+        counts. (The persistent record is only written by :meth:`remember`.)"""
+        self._forget_recent(
+            msg.metadata.get("event_id", ""), f"{msg.chat.chat_id}:{msg.message_id}"
+        )
 
     def _forget_recent(self, event_id: str, post_key: str) -> None:
         self._recent.forget(f"post:{post_key}")

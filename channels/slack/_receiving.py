@@ -9,7 +9,8 @@ so Slack still gets its ack well within 3 s, and an event is never acknowledged 
 has it. When the bot does not take it (:class:`~channels.errors.NotAccepted`) the listener
 returns a 503: over HTTP that is the answer, and Slack retries; in Socket Mode bolt's
 ``send_async_response`` sends nothing for a non-200, so the envelope stays unacknowledged and
-Slack delivers it again. Either way the dedupe records of the event are forgotten, so the
+Slack delivers it again. The event counts as seen only once the handler returned; until then
+nothing persistent says so, and the in-memory records of a refused event are forgotten, so the
 redelivery is not skipped. Slash commands are acknowledged first (they carry no message to keep).
 """
 
@@ -175,10 +176,12 @@ class EventReceiver:
         except (NotAccepted, asyncio.CancelledError):
             # Cancelled: whether the bot stored it is unknown. If it did, its own dedupe key
             # catches the redelivery; ours must not hide it if it did not.
-            await self.inbound.forget(msg)
+            self.inbound.forget(msg)
             raise
         except Exception:
             log.exception("slack.event_failed", event_id=body.get("event_id"))
+            return
+        await self.inbound.remember(msg)
 
     async def _process_command(self, command: dict[str, Any]) -> None:
         msg = self.inbound.command(command)

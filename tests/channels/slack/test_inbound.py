@@ -46,7 +46,7 @@ async def deliver(
 
 
 class _FailingSeen(MemorySeen):
-    async def seen(self, key: str) -> bool:
+    async def has_seen(self, key: str) -> bool:
         raise OSError("database down")
 
 
@@ -244,17 +244,29 @@ class TestDedupe:
     async def test_the_persistent_store_survives_a_restart(self, slack: FakeSlack) -> None:
         seen = MemorySeen()
         event = message_event("hi", channel="D1")
-        assert await deliver(normalizer(slack, seen), event, event_id="Ev7") is not None
+        first = normalizer(slack, seen)
+        msg = await deliver(first, event, event_id="Ev7")
+        assert msg is not None
+        await first.remember(msg)  # the bot took it
         assert "slack:event:Ev7" in seen.keys
         assert await deliver(normalizer(slack, seen), event, event_id="Ev7") is None
+
+    async def test_an_event_counts_as_seen_only_once_the_bot_took_it(
+        self, slack: FakeSlack
+    ) -> None:
+        seen = MemorySeen()
+        event = message_event("hi", channel="D1")
+        assert await deliver(normalizer(slack, seen), event, event_id="Ev10") is not None
+        assert "slack:event:Ev10" not in seen.keys  # e.g. killed before the bot stored it
+        assert await deliver(normalizer(slack, seen), event, event_id="Ev10") is not None
 
     async def test_a_forgotten_message_counts_when_redelivered(self, slack: FakeSlack) -> None:
         seen = MemorySeen()
         inbound = normalizer(slack, seen)
         event = message_event("hi", channel="D1")
         msg = await deliver(inbound, event, event_id="Ev8")
-        await inbound.forget(msg)
-        assert seen.forgotten == ["slack:event:Ev8"]
+        assert msg is not None
+        inbound.forget(msg)
         assert await deliver(inbound, event, event_id="Ev8") is not None
 
     async def test_an_unavailable_store_refuses_and_the_retry_counts(
