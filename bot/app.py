@@ -4,10 +4,11 @@
 closes them in order; the HTTP server and the terminal chat are two front ends on top of it.
 
 Start: database, agents, gateway, inbox replay (queued before any channel receives), channels.
-Stop (``drain`` on SIGTERM, then ``aclose``): intake first (channels stop receiving, webhooks
-answer 503), running answers get ``bot.shutdown_grace`` seconds, then what still runs is
-cancelled and goes back to the inbox while the channels can still remove its typing and
-reactions; only then do the channels close, and the database last.
+Stop (``drain`` on SIGTERM, then ``aclose``): running answers get ``bot.shutdown_grace``
+seconds while the channels keep receiving (commands act, new messages are stored for the next
+process), then intake stops; what still runs is cancelled and goes back to the inbox while the
+channels can still remove its typing and reactions; only then do the channels close, and the
+database last.
 """
 
 from __future__ import annotations
@@ -269,16 +270,26 @@ class Loopgate:
             self._start_background(retry)
 
     async def drain(self, grace: float | None = None) -> int:
-        """Stop intake and let running answers finish for up to ``grace`` seconds (default
-        ``bot.shutdown_grace``); returns how many still run. Call ``aclose`` after it."""
+        """Let running answers finish for up to ``grace`` seconds (default
+        ``bot.shutdown_grace``), then stop intake; returns how many still run. Call ``aclose``
+        after it.
+
+        The channels keep receiving during the grace: a ``/stop`` sent meanwhile acts at once,
+        and every other message is stored for the next process (webhooks answer 200, not a 503
+        that the platform would retry minutes later)."""
         if self.draining or self._gateway is None:
             return 0
         self.draining = True
         gateway = self._gateway
         grace = self.config.bot.shutdown_grace if grace is None else grace
         log.info("loopgate.draining", grace_s=grace, active_runs=self.registry.active_runs)
-        # Updates already fetched are still accepted while the channels stop receiving; all
-        # channels at once, so the grace left for the runs is not spent one channel at a time.
+        gateway.hand_over()
+        gateway.scheduler.hold()  # queued messages stay queued in the inbox
+        if self.cluster is not None:
+            await self.cluster.release_pollers()  # another process polls while we drain
+        still_running = await gateway.scheduler.wait_running(grace)
+        # All channels at once, so the time left before a PaaS's kill is not spent one
+        # channel at a time; what they fetched meanwhile is still stored.
         channels = list(gateway.channels.values())
         stopped = await asyncio.gather(
             *(channel.stop_receiving() for channel in channels), return_exceptions=True
@@ -288,11 +299,7 @@ class Loopgate:
                 log.warning(
                     "channel.stop_receiving_failed", channel=channel.name, error=str(outcome)
                 )
-        if self.cluster is not None:
-            await self.cluster.release_pollers()  # another process polls while we drain
         gateway.stop_accepting()
-        gateway.scheduler.hold()  # queued messages stay queued in the inbox
-        still_running = await gateway.scheduler.wait_running(grace)
         log.info("loopgate.drained", still_running=still_running)
         return still_running
 

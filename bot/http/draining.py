@@ -2,9 +2,11 @@
 
 Plain uvicorn stops listening at once on SIGTERM, so a webhook would get "connection refused"
 and ``/healthz`` nothing at all. Here the first SIGTERM (or Ctrl-C) starts
-:meth:`bot.app.Loopgate.drain` while the server keeps answering: webhooks 503 (the platform
-delivers again later), ``/healthz`` 503 ``draining``. When the drain is over, uvicorn shuts down
-as usual and the app's lifespan closes Loopgate. A second signal skips the rest of the grace.
+:meth:`bot.app.Loopgate.drain` while the server keeps answering: webhooks are still taken
+(commands act, messages are stored for the next process), ``/healthz`` answers 503
+``draining`` so a load balancer sends new traffic elsewhere. When the drain is over, uvicorn
+shuts down as usual and the app's lifespan closes Loopgate. A second signal skips the rest of
+the grace.
 """
 
 from __future__ import annotations

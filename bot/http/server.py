@@ -123,9 +123,6 @@ def create_app(
         # Channels are built at start-up, after routes exist: look the receiver up per request.
         for channel in loopgate.gateway.channels.values():
             if isinstance(channel, WebhookReceiver) and channel.webhook_path == request.url.path:
-                if loopgate.draining:
-                    # Not acknowledged: the platform delivers it again, to the next process.
-                    return JSONResponse({"error": "shutting down, retry later"}, 503)
                 if not loopgate.channel_starter.is_up(channel.name):
                     # Not yet able to answer (identity unknown): the platform retries later.
                     return JSONResponse({"error": f"{channel.name} is starting"}, 503)

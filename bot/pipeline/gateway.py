@@ -8,8 +8,12 @@ merge a burst into one turn), which own the per-session scheduler; the scheduler
 (``turn.py``) and hands the ended job back to bursts. The gateway is not in that loop.
 
 ``handle`` returns once the message is stored, so a channel acknowledges the platform only for
-what a crash can no longer lose; when it can't be stored (draining, database down) it raises
+what a crash can no longer lose; when it can't be stored (shut down, database down) it raises
 ``NotAccepted`` and the platform delivers it again.
+
+During a drain (:meth:`Gateway.hand_over`) the channels keep receiving: commands still act at
+once (a ``/stop`` sent during a deploy stops the answer it means), and every other message is
+stored unowned and left for the next process, which takes it from the inbox.
 """
 
 from __future__ import annotations
@@ -83,6 +87,9 @@ class Gateway:
             limiter = MemorySenderLimiter(limit.per_minute, limit.burst)
         self.limiter = limiter
         self.accepting = True
+        """New messages run here; False from the drain on."""
+        self.storing = True
+        """New messages are stored (for the next process while draining); False once shut."""
         self.work: WorkClaims | None = None
         """Set by :meth:`distribute` when several processes share the inbox."""
         self.local_channels: frozenset[str] = frozenset()
@@ -137,16 +144,22 @@ class Gateway:
         """The ``InboundHandler`` given to channels."""
         await self.handle(msg)
 
+    def hand_over(self) -> None:
+        """The drain begins: messages are stored for the next process instead of run here;
+        commands still act."""
+        self.accepting = False
+
     def stop_accepting(self) -> None:
         """From now on ``handle`` raises ``NotAccepted`` (the service is shutting down)."""
         self.accepting = False
+        self.storing = False
 
     async def handle(self, msg: InboundMessage) -> Job | None:
         """Accept one inbound message; returns the queued job, or None when nothing will run.
 
         Raises ``NotAccepted`` when the message could not be stored: don't acknowledge it.
         """
-        if not self.accepting:
+        if not self.storing:
             raise NotAccepted("the service is shutting down")
         channel = self.channels[msg.chat.channel]
         agent_id = self.agent_for(msg.chat.channel)
@@ -172,6 +185,10 @@ class Gateway:
         if not msg.text.strip():
             log.info("inbound.skipped", reason="empty", chat=msg.chat.chat_id)
             return None
+        handing_over = not self.accepting
+        if handing_over and (self.inbox is None or msg.chat.channel in self.local_channels):
+            # Its chat lives in this process only: no next process could answer it.
+            raise NotAccepted("the service is shutting down")
         if not await self._within_rate_limit(msg, channel):
             return None
         job = self._job(msg, agent_id, key)
@@ -180,6 +197,9 @@ class Gateway:
             and self.inbox is not None
             and msg.chat.channel not in self.local_channels
         )
+        if handing_over:
+            await self._store_for_next_process(job, msg)
+            return None
         if self.inbox is None:
             if not await first_delivery(self.dedupe, msg.dedupe_key):
                 return None
@@ -201,6 +221,24 @@ class Gateway:
         else:
             self.bursts.submit(job)
         return job
+
+    async def _store_for_next_process(self, job: Job, msg: InboundMessage) -> None:
+        """Drain: store the message unowned and queued; the next process (or a peer) takes it
+        from the inbox. Nothing runs here, so it gets no reactions either."""
+        try:
+            await self._store(job, msg.dedupe_key, starts=False, owned=False)
+        except Exception as exc:
+            log.error("inbound.not_accepted", reason="inbox_failed", error=str(exc))
+            raise NotAccepted("the database is unavailable") from exc
+        if job.inbox_id is None:
+            log.info("inbound.duplicate", key=msg.dedupe_key)
+        else:
+            log.info(
+                "inbound.left_for_next_process",
+                entry=job.inbox_id,
+                channel=msg.chat.channel,
+                session_key=job.session_key,
+            )
 
     async def _store(self, job: Job, dedupe_key: str, *, starts: bool, owned: bool = True) -> None:
         """Put the job's message in the inbox (``running`` at once when it ``starts``); its

@@ -352,7 +352,7 @@ class TestGracefulStop:
                 svc.signal(signal.SIGTERM)
                 stopped_at = time.monotonic()
                 await svc.poll_health(lambda r: r.status_code == 503)
-                # Intake has stopped: this one is left to the next process, not lost.
+                # Stored during the drain and left to the next process, not lost.
                 tg.push(tg.private_message("arrived during the drain", user_id=8))
                 assert await svc.exited() in EXITED, svc.log()
                 # Finished, not cut off: exit came with the answer, long before the grace.
@@ -367,6 +367,29 @@ class TestGracefulStop:
                 assert tg.texts(7) == ["short answer"]
                 assert tg.texts(8) == ["echo: arrived during the drain"]
                 assert len(llm.chat_requests) == 2
+
+    async def test_a_stop_sent_during_the_drain_ends_the_answer_at_once(
+        self, tmp_path: Path
+    ) -> None:
+        async with FakeLLM() as llm, FakeTelegram() as tg:
+            llm.script(delay(600, text("never sent")))
+            # A grace far beyond the wait for the exit below: only the /stop can end the drain.
+            config = write_config(tmp_path, llm, tg=tg, bot={"shutdown_grace": 600})
+            async with service(tmp_path, config) as svc:
+                await svc.start({"telegram"})
+                tg.push(tg.private_message("a long job", user_id=7))
+                await until(lambda: llm.chat_requests, svc.log)
+
+                svc.signal(signal.SIGTERM)
+                await svc.poll_health(lambda r: r.status_code == 503)
+                tg.push(tg.private_message("/stop", user_id=7))
+                assert await svc.exited(timeout=20) in EXITED, svc.log()
+                assert tg.texts(7) == ["Stopped."]
+                assert "still_running=0" in svc.log(), svc.log()
+
+                await svc.start({"telegram"})  # the stopped question is not asked again
+                await svc.stop()
+                assert len(llm.chat_requests) == 1 and tg.texts(7) == ["Stopped."]
 
 
 def long_answer() -> list[str]:

@@ -23,6 +23,7 @@ from tests.telegram_support import (
     tg_config,
     user_messages,
 )
+from tests.waiting import wait_until
 
 
 class TestPolling:
@@ -134,6 +135,48 @@ class TestWebhook:
         # The rejected requests were never processed; the duplicate was processed once.
         assert tg.texts() == ["done slowly"]
         assert len(llm.chat_requests) == 1
+
+
+class TestWebhooksDuringADrain:
+    async def test_a_message_is_kept_for_the_next_process_and_a_stop_acts(
+        self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+    ) -> None:
+        config = tg_config(
+            tmp_path,
+            llm,
+            tg,
+            mode="webhook",
+            webhook_url="https://bot.example/telegram/webhook",
+            webhook_secret="s3cret",
+        )
+        headers = {"X-Telegram-Bot-Api-Secret-Token": "s3cret"}
+        llm.script(delay(600, text("never sent")))
+        async with Loopgate(config) as app:
+            transport = httpx.ASGITransport(app=create_app(app, manage_lifespan=False))
+            async with httpx.AsyncClient(transport=transport, base_url="http://bot") as http:
+
+                async def post(update_id: int, text: str, user_id: int) -> int:
+                    message = tg.private_message(text, user_id=user_id)
+                    update = {"update_id": update_id, **message}
+                    response = await http.post("/telegram/webhook", json=update, headers=headers)
+                    return response.status_code
+
+                assert await post(6001, "a long job", 7) == 200
+                await wait_until(lambda: app.registry.active_runs == 1)
+                drain = asyncio.create_task(app.drain(grace=600))
+                await wait_until(lambda: app.draining)
+                # Taken (200), not refused with a 503 that Telegram would retry much later.
+                assert await post(6002, "arrived during the drain", 8) == 200
+                assert await post(6003, "/stop", 7) == 200
+                assert await asyncio.wait_for(drain, 20) == 0  # the /stop ended the drain
+                assert await post(6004, "after the drain", 9) == 503
+        assert tg.texts(7) == ["Stopped."] and tg.texts(8) == []
+
+        llm.script(text("answered by the next process"))
+        async with Loopgate(config) as app:
+            await tg.wait_for(lambda: tg.texts(8))
+        assert tg.texts(8) == ["answered by the next process"]
+        assert len(llm.chat_requests) == 2
 
 
 class TestNormalizationAndGating:

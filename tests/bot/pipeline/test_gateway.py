@@ -468,6 +468,52 @@ class TestNotAccepted:
             assert h.agent.requests == []
 
 
+class TestHandOver:
+    """The drain: channels keep receiving, commands act, messages wait for the next process."""
+
+    async def test_a_message_is_stored_unowned_and_not_run(self, inbox: SqlInbox) -> None:
+        async with gateway(inbox=inbox) as h:
+            h.gateway.hand_over()
+            assert await h.send("arrived during the drain", message_id="m-1") is None
+            entry = await inbox.get(1)
+            assert entry is not None and entry.state is InboxState.QUEUED
+            assert entry.owner is None  # the next process (or a peer) takes it
+            assert h.agent.requests == [] and h.gateway.busy_sessions() == set()
+            assert h.channel.records == []  # no reaction: nothing runs here
+            assert await h.send("arrived during the drain", message_id="m-1") is None
+            assert len(await entries(inbox)) == 1  # a redelivery is still one message
+
+    async def test_stop_still_acts_on_the_running_answer(self, inbox: SqlInbox) -> None:
+        async with gateway(inbox=inbox) as h:
+            hold = Hold("never sent")
+            job = await h.running("long question", hold)
+            h.gateway.hand_over()
+            assert await h.send("/stop") is None
+            (result,) = await settled(job.done)
+            assert result.status is RunStatus.CANCELLED and hold.cancelled
+            assert h.channel.texts() == [h.gateway.config.bot.stop_reply]
+
+    async def test_a_chat_that_lives_in_this_process_is_refused(self, inbox: SqlInbox) -> None:
+        async with gateway(inbox=inbox) as h:
+            h.gateway.local_channels = frozenset({h.channel.name})
+            h.gateway.hand_over()
+            with pytest.raises(NotAccepted):
+                await h.send("hi")
+            assert await entries(inbox) == []
+
+    async def test_without_an_inbox_nothing_could_keep_it(self) -> None:
+        async with gateway() as h:
+            h.gateway.hand_over()
+            with pytest.raises(NotAccepted):
+                await h.send("hi")
+
+    async def test_a_database_failure_refuses_it(self, tmp_path: Path) -> None:
+        async with sqlite_db(tmp_path) as db, gateway(inbox=BrokenInbox(db)) as h:
+            h.gateway.hand_over()
+            with pytest.raises(NotAccepted):
+                await h.send("hi", message_id="m-1")
+
+
 class FlakyInbox(SqlInbox):
     """Fails its first ``accept``, as a database blip would."""
 
