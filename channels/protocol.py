@@ -93,6 +93,11 @@ class PlatformStream(Protocol):
     streams). Texts are the bot's safe preview in markdown: never hidden text, never a prefix
     of NO_REPLY; the adapter formats them."""
 
+    @property
+    def messages(self) -> list[MessageRef]:
+        """The chat messages this stream has posted so far (none for a draft, which is not a
+        message): what must be removed if the process dies before the stream ends."""
+
     async def update(self, text: str) -> None:
         """Show ``text`` (the whole preview so far). The first call may raise
         :class:`StreamUnsupported`."""

@@ -295,6 +295,7 @@ class Gateway:
             inbox_id=entry.id,
             answer=entry.answer,
             parts=list(entry.parts),
+            previews=list(entry.previews),
             replayed=replayed,
         )
         self.scheduler.submit(job)

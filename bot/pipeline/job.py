@@ -39,6 +39,9 @@ class Job:
     """An answer an earlier process saved but did not finish delivering: no new run."""
     parts: list[str] = field(default_factory=list)
     """Platform ids of the chunks of ``answer`` already delivered."""
+    previews: list[str] = field(default_factory=list)
+    """Preview messages an earlier process's stream left in the chat: deleted before the
+    answer goes out."""
     replayed: bool = False
     started: bool = False
     """Stored as ``running`` already (it was to start at once): no second write for it."""

@@ -2,8 +2,9 @@
 
 Each step is recorded in the durable inbox (``bot/storage/inbox.py``): ``running`` when the
 turn starts, a multi-chunk answer before its first chunk goes out, each chunk's platform id
-once sent (the last one with the end state). A turn cancelled by a shutdown gives its entry
-back for the next process.
+once sent (the last one with the end state), and a streamed answer's preview messages as they
+are posted. A turn cancelled by a shutdown gives its entry back for the next process; one that
+finds previews of a process that died deletes them before it answers.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from bot.pipeline.streaming import StreamedReply
 from bot.pipeline.streaming.reply import StreamClock
 from bot.pipeline.typing_indicator import TypingIndicator
 from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
-from channels import Channel, ProgressReporter
+from channels import Channel, MessageEditor, MessageRef, ProgressReporter
 
 log = structlog.get_logger(__name__)
 
@@ -86,6 +87,8 @@ class TurnRunner:
         if not await self._start_entry(job):
             job.settle(None)
             return
+        if job.previews:
+            await self._remove_previews(job, channel)
         typing = TypingIndicator(
             channel, msg.chat, interval=self.config.typing_interval, ttl=self.config.typing_ttl
         )
@@ -171,12 +174,42 @@ class TurnRunner:
         log.warning("inbox.taken_over", entry=job.inbox_id, run_id=job.run_id)
         return False
 
+    async def _remove_previews(self, job: Job, channel: Channel) -> None:
+        """Delete the half answer a killed process's stream left in the chat, so the answer
+        given now is the only one visible. A preview that can't be deleted stays (logged)."""
+        for message_id in job.previews:
+            ref = MessageRef(job.message.chat, message_id)
+            try:
+                removed = isinstance(channel, MessageEditor) and await channel.delete_message(ref)
+            except Exception as exc:
+                removed = False
+                log.info("stream.stale_preview_delete_failed", error=str(exc))
+            log.info(
+                "stream.stale_preview",
+                entry=job.inbox_id,
+                channel=channel.name,
+                message_id=message_id,
+                removed=removed,
+            )
+        job.previews = []
+        if self.inbox is not None and job.inbox_id is not None:
+            try:
+                await self.inbox.set_previews(job.inbox_id, [])
+            except Exception as exc:  # at worst the next replay tries to delete them again
+                log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
+
     def _streamed(
         self, job: Job, channel: Channel, typing: TypingIndicator
     ) -> StreamedReply | None:
         if job.stream is None or job.answer is not None:  # a saved answer is sent whole
             return None
         msg = job.message
+        inbox, entry = self.inbox, job.inbox_id
+
+        async def record_previews(message_ids: list[str]) -> None:
+            if inbox is not None and entry is not None:
+                await inbox.set_previews(entry, message_ids)
+
         return StreamedReply(
             channel,
             msg.chat,
@@ -185,6 +218,7 @@ class TurnRunner:
             clock=self.stream_clock,
             reply_to=msg.message_id if msg.chat.chat_type.value == "group" else None,
             on_visible=typing.stop,  # typing stops when the first text is visible
+            on_posted=record_previews,
         )
 
     async def _send(

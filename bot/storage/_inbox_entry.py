@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +46,8 @@ class InboxEntry:
     received_at: datetime
     updated_at: datetime
     owner: str | None
+    previews: list[str] = field(default_factory=list)
+    """Preview messages a streamed answer left on the platform (deleted by the replay)."""
 
     @property
     def channel(self) -> str:
@@ -107,4 +109,5 @@ def entry_of(row: InboxRow) -> InboxEntry:
         received_at=row.received_at,
         updated_at=row.updated_at,
         owner=row.owner,
+        previews=list(row.previews or []),
     )

@@ -150,6 +150,12 @@ class SqlInbox:
         False when another process holds the entry: send nothing."""
         return await self._update(entry_id, answer=clean(answer), parts=[], updated_at=utcnow())
 
+    async def set_previews(self, entry_id: int, message_ids: list[str]) -> bool:
+        """Record the preview messages a streamed answer has posted so far (all of them: the
+        list replaces the last one); an empty list once they are gone. False when another
+        process holds the entry."""
+        return await self._update(entry_id, previews=list(message_ids), updated_at=utcnow())
+
     async def confirm(self, entry_id: int) -> bool:
         """Whether this process still holds the entry (extending its lease): asked before an
         answer goes out when several processes share the inbox, so a process that lost its

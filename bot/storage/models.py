@@ -249,6 +249,8 @@ class InboxRow(Base):
 
     ``answer`` is saved before its first chunk goes out and ``parts`` holds the platform id of
     each chunk delivered, so a replay resumes delivery where it stopped instead of re-running.
+    ``previews`` holds the platform ids of a streamed answer's preview messages while it
+    streams, so a replay after a kill removes them instead of leaving a half answer visible.
     ``owner``/``lease_until`` say which process works on it and until when.
     """
 
@@ -271,6 +273,7 @@ class InboxRow(Base):
     attempts: Mapped[int] = mapped_column(Integer(), default=0)
     answer: Mapped[str | None] = mapped_column(Text())
     parts: Mapped[list[str]] = mapped_column(JSON(), default=list)
+    previews: Mapped[list[str] | None] = mapped_column(JSON())
     received_at: Mapped[datetime] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

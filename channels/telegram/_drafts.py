@@ -65,6 +65,10 @@ class DraftStream:
         self._marker_pieces: list[str] | None = None
         self._marker_sent = 0
 
+    @property
+    def messages(self) -> list[MessageRef]:
+        return []  # a draft is not a message: nothing is left behind if the process dies
+
     async def update(self, text: str) -> None:
         if self._ended:
             return

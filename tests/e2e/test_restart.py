@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -390,6 +391,72 @@ class TestGracefulStop:
                 await svc.start({"telegram"})  # the stopped question is not asked again
                 await svc.stop()
                 assert len(llm.chat_requests) == 1 and tg.texts(7) == ["Stopped."]
+
+
+class TestKillMidStream:
+    """Issue 27: a process killed while it streamed left its half answer ("pause-1 pau") in the
+    chat next to the survivor's full one."""
+
+    async def test_the_next_process_removes_the_half_answer(self, tmp_path: Path) -> None:
+        async with FakeLLM() as llm, FakeTelegram() as tg, FakeSlack() as slack:
+            # One word a second for ten minutes: the answer is still being written when killed.
+            half = text(*(f"pause-{n} " for n in range(1, 600)), pace=1.0)
+            llm.script(half, half)
+            path = write_config(tmp_path, llm, tg=tg, slack=slack)
+            data = yaml.safe_load(path.read_text())
+            # Previews posted as messages: Telegram by send + edit (no drafts), Slack with its
+            # native stream.
+            data["channels"]["telegram"].update(streaming="partial", drafts=False)
+            data["channels"]["slack"].update(streaming="partial")
+            path.write_text(yaml.safe_dump(data))
+            async with service(tmp_path, path) as svc:
+                await svc.start({"telegram", "slack"})
+                tg.push(tg.private_message("question from telegram", user_id=42))
+                await slack.push_event(message_event("question from slack", channel="D1"))
+
+                def previews() -> tuple[list[int], list[str]]:
+                    tg_ids = [k[1] for k, m in tg.messages.items() if k[0] == 42 and m.text]
+                    slack_ts = [k[1] for k in slack.messages if k[0] == "D1"]
+                    return tg_ids, slack_ts
+
+                await until(lambda: all(previews()), lambda: f"{previews()}\n{svc.log()}")
+                (tg_preview,), (slack_preview,) = previews()
+
+                def recorded() -> list[str]:
+                    # What the inbox holds (read as an operator's SQL would): the killed
+                    # process recorded each preview as soon as it was posted.
+                    with sqlite3.connect(tmp_path / "loopgate.db") as db:
+                        rows = db.execute("SELECT previews FROM inbox").fetchall()
+                    return [str(row[0]) for row in rows if row[0] and row[0] != "[]"]
+
+                assert len(await wait_until(lambda: len(recorded()) == 2 and recorded(), 15)) == 2
+                svc.signal(signal.SIGKILL)
+                assert await svc.exited() == -signal.SIGKILL
+                assert (tg.visible(42, tg_preview) or "").startswith("pause-1")
+                assert (slack.text_of("D1", slack_preview) or "").startswith("pause-1")
+
+                await svc.start({"telegram", "slack"})  # the script is empty now: it echoes
+
+                def visible() -> tuple[list[str], list[str]]:
+                    tg_shown = [
+                        m.text
+                        for (chat, _), m in tg.messages.items()
+                        if chat == 42 and not m.deleted
+                    ]
+                    slack_shown = [
+                        str(m.get("text")) for (ch, _), m in slack.messages.items() if ch == "D1"
+                    ]
+                    return tg_shown, slack_shown
+
+                await until(
+                    lambda: (
+                        visible()
+                        == (["echo: question from telegram"], ["echo: question from slack"])
+                    ),
+                    lambda: f"{visible()}\n{svc.log()}",
+                )
+                assert "stream.stale_preview" in svc.log()
+                await svc.stop()
 
 
 def long_answer() -> list[str]:

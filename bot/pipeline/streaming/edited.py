@@ -46,6 +46,10 @@ class EditedStream:
         self.sent: list[MessageRef] = []
         self.shown: list[str] = []  # the formatted text of each sent message
 
+    @property
+    def messages(self) -> list[MessageRef]:
+        return list(self.sent)
+
     def _chunks(self, text: str) -> list[str]:
         caps = self.channel.capabilities
         return render_chunks(text, caps.formatting, caps.max_chars)

@@ -11,6 +11,10 @@ stays as a message of its own (``block_replies``) or its preview is removed, and
 call starts a new preview. At the end the turn either finishes the stream with the final,
 sanitized answer (:meth:`StreamedReply.finish`) or abandons it (:meth:`StreamedReply.abandon`:
 NO_REPLY, a failure, ``/stop``).
+
+Each preview message a stream posts is reported (``on_posted``) as soon as it is on the
+platform, so the inbox holds its id: a process killed mid-stream leaves a half answer in the
+chat, which the replay deletes before it answers.
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ class StreamedReply:
         clock: StreamClock,
         reply_to: str | None = None,
         on_visible: Callable[[], Awaitable[None]] | None = None,
+        on_posted: Callable[[list[str]], Awaitable[None]] | None = None,
     ) -> None:
         self.channel = channel
         self.chat = chat
@@ -104,6 +109,8 @@ class StreamedReply:
         self.clock = clock
         self.reply_to = reply_to
         self.on_visible = on_visible
+        self.on_posted = on_posted
+        self.posted: list[str] = []  # every preview message posted, in order
         self.raw = ""  # the current model call's text so far
         self.stream: PlatformStream | None = None
         self.shown = ""  # the preview the stream shows
@@ -162,6 +169,7 @@ class StreamedReply:
                 return
             self.shown = preview
             self.clock.mark(self._key)
+            await self._report_posted()
             await self._became_visible()
         if safe_preview(self.raw) != self.shown:
             self._schedule()  # text arrived while this update went out
@@ -175,6 +183,19 @@ class StreamedReply:
             log.info("stream.native_unsupported", channel=self.channel.name)
             self.stream = EditedStream(self._editable(), self.chat, reply_to=self.reply_to)
             await self.stream.update(text)
+
+    async def _report_posted(self) -> None:
+        """Report the preview messages when the stream posted a new one (not on every edit)."""
+        if self.on_posted is None or self.stream is None:
+            return
+        new = [r.message_id for r in self.stream.messages if r.message_id not in self.posted]
+        if not new:
+            return
+        self.posted.extend(new)
+        try:
+            await self.on_posted(list(self.posted))
+        except Exception as exc:  # the preview still shows; only a replay's cleanup is lost
+            log.warning("stream.preview_record_failed", channel=self.channel.name, error=str(exc))
 
     def _open(self) -> PlatformStream:
         if isinstance(self.channel, NativeStreaming):

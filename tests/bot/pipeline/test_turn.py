@@ -380,3 +380,46 @@ class TestTypingAndReactions:
 
 def typing_tasks() -> list[asyncio.Task[object]]:
     return [t for t in asyncio.all_tasks() if t.get_name().startswith("typing:") and not t.done()]
+
+
+class DeletingChannel(RecordingChannel):
+    """Records deletions, with how many messages had been sent before each."""
+
+    def __init__(self) -> None:
+        super().__init__(capabilities=Capabilities(max_chars=300))
+        self.deletions: list[tuple[str, int]] = []
+
+    async def edit_text(self, message: MessageRef, text: str) -> None:
+        raise AssertionError("nothing is edited here")
+
+    async def delete_message(self, message: MessageRef) -> bool:
+        self.deletions.append((message.message_id, len(self.texts())))
+        return message.message_id != "gone-already"
+
+
+class TestStalePreviews:
+    """Issue 27: a killed process's half-streamed preview must not stay next to the answer."""
+
+    async def test_they_are_deleted_before_the_answer_and_forgotten(self, inbox: SqlInbox) -> None:
+        turn = Turn(inbox)
+        turn.channel = DeletingChannel()
+        turn.agent.script("the whole answer")
+        job = await turn.job("hi", replayed=True)
+        assert job.inbox_id is not None
+        await inbox.set_previews(job.inbox_id, ["p-1", "gone-already"])
+        entry = await inbox.get(job.inbox_id)
+        assert entry is not None and entry.previews == ["p-1", "gone-already"]
+        job.previews = list(entry.previews)
+        await turn.execute(job)
+        assert turn.channel.deletions == [("p-1", 0), ("gone-already", 0)]
+        assert turn.channel.texts() == ["the whole answer"]
+        entry = await inbox.get(job.inbox_id)
+        assert entry is not None and entry.previews == [] and entry.state is InboxState.ANSWERED
+
+    async def test_a_channel_that_cannot_delete_still_answers(self, inbox: SqlInbox) -> None:
+        turn = Turn(inbox)  # RecordingChannel: no delete_message
+        turn.agent.script("answer")
+        job = await turn.job("hi", previews=["p-1"])
+        await turn.execute(job)
+        assert turn.channel.texts() == ["answer"]
+        assert job.previews == []

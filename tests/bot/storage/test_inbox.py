@@ -122,6 +122,19 @@ async def test_an_entry_moves_queued_running_answered(db: Database) -> None:
     assert await inbox.unanswered() == []
 
 
+async def test_preview_ids_are_kept_for_the_replay_until_cleared(db: Database) -> None:
+    inbox = SqlInbox(db, owner="p1")
+    entry_id = await inbox.add(message("hi"), session_key=KEY, agent_id="main", running=True)
+    assert await inbox.set_previews(entry_id, ["1700.1"])
+    assert await inbox.set_previews(entry_id, ["1700.1", "1700.2"])  # the list replaces
+    (taken,) = await SqlInbox(db, owner="next").take_over()  # the process died
+    assert taken.previews == ["1700.1", "1700.2"]
+    assert not await inbox.set_previews(entry_id, [])  # the dead one holds it no more
+    assert await SqlInbox(db, owner="next").set_previews(entry_id, [])
+    entry = await inbox.get(entry_id)
+    assert entry is not None and entry.previews == []
+
+
 async def test_take_over_respects_live_leases_of_others(db: Database) -> None:
     alive = SqlInbox(db, owner="alive", lease_seconds=60)
     dead = SqlInbox(db, owner="dead", lease_seconds=-1)  # its lease is already over

@@ -217,3 +217,46 @@ async def test_an_update_in_flight_at_the_end_leaves_one_message() -> None:
     await streamed.close()
     assert channel.visible() == ["Hello world again"]
     assert len(channel.history) == 1
+
+
+async def test_each_preview_message_is_reported_once_when_posted() -> None:
+    """The inbox records them, so a replay after a kill can delete the half answer."""
+    channel = EditorChannel()  # 100 characters per message: the preview spills into a second
+    reports: list[list[str]] = []
+
+    async def on_posted(ids: list[str]) -> None:
+        reports.append(ids)
+
+    opts = StreamOptions(interval=0.01)
+    streamed = StreamedReply(
+        channel,  # type: ignore[arg-type]
+        CHAT,
+        "run-1",
+        options=opts,
+        clock=StreamClock(),
+        on_posted=on_posted,
+    )
+    await feed(streamed, ["word " * 5] * 6, pause=0.03)
+    await wait_until(lambda: len(channel.history) == 2)
+    await wait_until(lambda: len(reports) == 2)
+    assert reports == [["1"], ["1", "2"]]  # edits of a posted message report nothing new
+    await streamed.close()
+
+
+async def test_a_failing_report_leaves_the_preview_streaming() -> None:
+    channel = EditorChannel()
+
+    async def on_posted(ids: list[str]) -> None:
+        raise OSError("database down")
+
+    streamed = StreamedReply(
+        channel,  # type: ignore[arg-type]
+        CHAT,
+        "run-1",
+        options=StreamOptions(interval=0.01),
+        clock=StreamClock(),
+        on_posted=on_posted,
+    )
+    await feed(streamed, ["Hello", " there"], pause=0.03)
+    sent = await streamed.finish("Hello there")
+    assert sent is not None and channel.visible() == ["Hello there"]
