@@ -83,6 +83,20 @@ class MessageEditor(Protocol):
         """Remove a sent message; False when the platform refuses (too old, not allowed)."""
 
 
+@runtime_checkable
+class SentLookup(Protocol):
+    """An adapter that can tell whether a message was posted (Slack: the conversation's
+    history). A replay asks it before sending a chunk that a killed process may have sent."""
+
+    async def find_sent(
+        self, chat: ChatRef, text: str, *, since: float, reply_to: str | None = None
+    ) -> MessageRef | None:
+        """This bot's message with exactly ``text`` (as ``send_text`` got it, with the same
+        ``reply_to``) posted in ``chat`` after ``since`` (a Unix time); None when there is none.
+        Raises :class:`~channels.errors.ChannelError` when it can't look."""
+        ...
+
+
 class StreamUnsupported(ChannelError):
     """The platform refused its native stream for this chat before anything was shown: the
     bot streams by send + edit instead."""

@@ -43,6 +43,8 @@ async def send_with_retry(
 
 PartSent = Callable[[str, bool], Awaitable[None]]
 """Called after each chunk with its platform message id and whether it was the last one."""
+WasSent = Callable[[str, str | None], Awaitable[MessageRef | None]]
+"""Asked, with a chunk's text and quote, whether a killed process sent it already."""
 
 
 async def deliver(
@@ -54,12 +56,15 @@ async def deliver(
     skip: int = 0,
     before_first: Callable[[int], Awaitable[None]] | None = None,
     on_sent: PartSent | None = None,
+    was_sent: WasSent | None = None,
 ) -> list[MessageRef]:
     """Format and send ``text``; sends nothing for NO_REPLY or an empty answer.
 
     ``skip`` chunks were delivered before (a replay after a crash): the same text renders to
     the same chunks, so sending resumes at chunk ``skip`` and never repeats one.
     ``before_first`` is told how many chunks there are before anything is sent.
+    ``was_sent`` is asked about chunk ``skip`` first (a process may have died between sending
+    it and recording it): a message it finds counts as that chunk, sent.
     """
     if is_no_reply(text):
         return []
@@ -71,7 +76,11 @@ async def deliver(
     for index in range(skip, len(chunks)):
         # Only the first chunk quotes the user's message; the rest follow it.
         quote = reply_to if index == 0 else None
-        ref = await send_with_retry(channel, chat, chunks[index], reply_to=quote)
+        ref = None
+        if index == skip and was_sent is not None:
+            ref = await was_sent(chunks[index], quote)
+        if ref is None:
+            ref = await send_with_retry(channel, chat, chunks[index], reply_to=quote)
         sent.append(ref)
         if on_sent is not None:
             await on_sent(ref.message_id, index == len(chunks) - 1)

@@ -296,6 +296,7 @@ class Gateway:
             answer=entry.answer,
             parts=list(entry.parts),
             previews=list(entry.previews),
+            saved_at=entry.updated_at.timestamp() if entry.answer is not None else None,
             replayed=replayed,
         )
         self.scheduler.submit(job)

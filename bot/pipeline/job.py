@@ -39,6 +39,9 @@ class Job:
     """An answer an earlier process saved but did not finish delivering: no new run."""
     parts: list[str] = field(default_factory=list)
     """Platform ids of the chunks of ``answer`` already delivered."""
+    saved_at: float | None = None
+    """When an earlier process last recorded ``answer``'s delivery (Unix time): the chunk after
+    ``parts`` may have gone out since, unrecorded."""
     previews: list[str] = field(default_factory=list)
     """Preview messages an earlier process's stream left in the chat: deleted before the
     answer goes out."""

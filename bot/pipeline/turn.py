@@ -27,7 +27,7 @@ from agent_core import (
 )
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import BotConfig
-from bot.pipeline.delivery import deliver, send_with_retry
+from bot.pipeline.delivery import WasSent, deliver, send_with_retry
 from bot.pipeline.job import Job, ended_ok
 from bot.pipeline.reactions import ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
@@ -35,7 +35,7 @@ from bot.pipeline.streaming import StreamedReply
 from bot.pipeline.streaming.reply import StreamClock
 from bot.pipeline.typing_indicator import TypingIndicator
 from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
-from channels import Channel, MessageEditor, MessageRef, ProgressReporter
+from channels import Channel, MessageEditor, MessageRef, ProgressReporter, SentLookup
 
 log = structlog.get_logger(__name__)
 
@@ -326,9 +326,10 @@ class TurnRunner:
                 if inbox.shared and not await inbox.confirm(entry):
                     raise EntryTakenOver(entry)
                 return  # a replay: saved by the process that computed it
-            if chunks > 1:
+            if chunks > 1 or isinstance(channel, SentLookup):
                 # Saved before chunk 1 goes out, so a crash after it resumes at chunk 2 with
-                # the same text instead of running the agent again.
+                # the same text instead of running the agent again; and where the platform
+                # can be asked, the replay asks whether the chunk in question went out.
                 if not await inbox.save_answer(entry, result.content):
                     raise EntryTakenOver(entry)
             elif inbox.shared and not await inbox.confirm(entry):
@@ -351,9 +352,29 @@ class TurnRunner:
             skip=len(parts),
             before_first=before_first,
             on_sent=sent,
+            was_sent=self._lookup(job, channel),
         )
         # The last chunk's record ended the entry; an empty answer (nothing sent) ends here.
         return InboxState.ANSWERED, None if closed else "nothing to send"
+
+    def _lookup(self, job: Job, channel: Channel) -> WasSent | None:
+        """For a replayed answer, where the platform can be asked: did the killed process send
+        the next chunk after all? (Telegram and Zalo can't be asked: see docs/deploys.md.)"""
+        since = job.saved_at
+        if since is None or not isinstance(channel, SentLookup):
+            return None
+
+        async def was_sent(text: str, quote: str | None) -> MessageRef | None:
+            try:
+                found = await channel.find_sent(job.message.chat, text, since=since, reply_to=quote)
+            except Exception as exc:  # can't tell: sending again beats never answering
+                log.warning("delivery.check_failed", entry=job.inbox_id, error=str(exc))
+                return None
+            if found is not None:
+                log.info("delivery.already_sent", entry=job.inbox_id, message_id=found.message_id)
+            return found
+
+        return was_sent
 
     def _reaction_updater(self, job: Job) -> Subscriber:
         channel = job.reactions.channel

@@ -42,7 +42,7 @@ from channels.slack._inbound import InboundNormalizer
 from channels.slack._normalize import slack_emoji_name
 from channels.slack._pacing import PostPacer
 from channels.slack._ports import StreamTarget
-from channels.slack._posting import MessagePoster, SafeServerErrorRetryHandler
+from channels.slack._posting import CLOCK_MARGIN, MessagePoster, SafeServerErrorRetryHandler
 from channels.slack._receiving import EventReceiver
 from channels.slack._recent import BoundedDict
 from channels.slack._settings import SlackSettings
@@ -235,6 +235,19 @@ class SlackChannel:
             self.inbound.join_thread(chat.chat_id, thread_ts)
             self.status.replied(chat.chat_id, thread_ts)
         return MessageRef(chat=chat, message_id=str(response.get("ts") or ""))
+
+    async def find_sent(
+        self, chat: ChatRef, text: str, *, since: float, reply_to: str | None = None
+    ) -> MessageRef | None:
+        """:class:`~channels.protocol.SentLookup`: our message with ``text`` where
+        :meth:`send_text` (same ``reply_to``) would have posted it, since ``since``."""
+        thread_ts = chat.thread_id
+        if thread_ts is None and reply_to and chat.chat_type is ChatType.GROUP:
+            thread_ts = reply_to if self.settings.reply_in_thread else None
+        found = await self.poster.find(
+            chat.chat_id, text, thread_ts=thread_ts, since=since - CLOCK_MARGIN
+        )
+        return None if found is None else MessageRef(chat=chat, message_id=str(found["ts"]))
 
     async def pace(self, channel_id: str) -> None:
         """Wait for a post slot in the channel (a new message: a post or a stream)."""

@@ -192,20 +192,30 @@ class MessagePoster:
 
     async def _find(self, attempt: _Attempt) -> dict[str, Any] | None:
         """Our message with this text in the conversation since the first attempt, if any."""
-        oldest = f"{attempt.since:.6f}"
-        method = "conversations.replies" if attempt.thread_ts else "conversations.history"
+        try:
+            return await self.find(
+                attempt.channel, attempt.text, thread_ts=attempt.thread_ts, since=attempt.since
+            )
+        except ChannelError as exc:
+            raise Unconfirmed(f"{exc} (while checking an unconfirmed post)") from exc
+
+    async def find(
+        self, channel: str, text: str, *, thread_ts: str | None, since: float
+    ) -> dict[str, Any] | None:
+        """A message of our bot with exactly ``text`` posted in the conversation (the thread
+        ``thread_ts``) after ``since`` (a Unix time) and not known to be another post; None
+        when there is none. Raises :class:`ChannelError` when it can't look."""
+        oldest = f"{since:.6f}"
+        method = "conversations.replies" if thread_ts else "conversations.history"
         try:
             with translate_slack_errors(method):
-                if attempt.thread_ts:
+                if thread_ts:
                     response = await self.client.conversations_replies(
-                        channel=attempt.channel,
-                        ts=attempt.thread_ts,
-                        oldest=oldest,
-                        limit=CHECK_LIMIT,
+                        channel=channel, ts=thread_ts, oldest=oldest, limit=CHECK_LIMIT
                     )
                 else:
                     response = await self.client.conversations_history(
-                        channel=attempt.channel, oldest=oldest, limit=CHECK_LIMIT
+                        channel=channel, oldest=oldest, limit=CHECK_LIMIT
                     )
         except ChannelError as exc:
             cause = exc.__cause__
@@ -214,24 +224,24 @@ class MessagePoster:
             log.warning(
                 "slack.post_check_failed",
                 method=method,
-                channel=attempt.channel,
+                channel=channel,
                 error=str(exc),
                 hint="the bot needs the *:history scopes to retry posts safely",
             )
-            raise Unconfirmed(f"{exc} (while checking an unconfirmed post)") from exc
+            raise
         for message in response.get("messages") or []:
             if not isinstance(message, dict) or not self._is_ours(message):
                 continue
             ts = str(message.get("ts") or "")
-            if (attempt.channel, ts) in self._known or str(message.get("text")) != attempt.text:
+            if (channel, ts) in self._known or str(message.get("text")) != text:
                 continue
             try:
-                newer = float(ts) > attempt.since
+                newer = float(ts) > since
             except ValueError:
                 continue
             if newer:
-                self.remember(attempt.channel, ts)
-                return {"ok": True, "channel": attempt.channel, "ts": ts, "message": message}
+                self.remember(channel, ts)
+                return {"ok": True, "channel": channel, "ts": ts, "message": message}
         return None
 
     def _is_ours(self, message: dict[str, Any]) -> bool:

@@ -15,9 +15,13 @@ from typing import Any
 
 import pytest
 import structlog
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import Loopgate
-from channels import Forbidden
+from bot.pipeline.session_keys import session_key
+from bot.storage import open_database
+from bot.storage.inbox import SqlInbox
+from channels import ChatRef, ChatType, Forbidden, InboundMessage, Sender
 from channels.slack import SlackChannel
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, delay, text
@@ -30,6 +34,7 @@ from tests.fakes.slack_events import (
 )
 from tests.fakes.slack_server import FakeSlack
 from tests.slack_support import Bot, slack_section, start_bot
+from tests.waiting import wait_until
 
 
 class TestHttpVerification:
@@ -242,6 +247,57 @@ class TestExactlyOnce:
                 await http.aclose()
                 await app.aclose()
         assert len(slack.posts) == 1 and len(llm.chat_requests) == 1
+
+
+class TestKillBetweenSendAndRecord:
+    """Issue 27: a process killed after Slack took a chunk but before the inbox recorded it;
+    the replay looks in the conversation before it posts that chunk again."""
+
+    async def left_half_done(self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack) -> int:
+        config = make_config(tmp_path, llm, channels={"slack": slack_section(slack, "http")})
+        chat = ChatRef("slack", "D1", ChatType.DIRECT)
+        msg = InboundMessage(chat, "1700000000.000100", Sender("UALICE", "Alice"), "hi")
+        async with await open_database(config.database.url) as db:
+            inbox = SqlInbox(db, owner="dead-host:1:abcd")
+            entry = await inbox.add(msg, session_key=session_key("main", chat), agent_id="main")
+            await inbox.start(entry)
+            await inbox.save_answer(entry, "the answer")  # the intent, before the post
+        return entry
+
+    async def replayed(self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack, entry: int) -> Any:
+        app, http = await start_bot(tmp_path, llm, slack, "http")
+        try:
+            assert app.inbox is not None
+            inbox = app.inbox
+
+            async def ended() -> Any:
+                found = await inbox.get(entry)
+                return found if found is not None and found.state.value == "answered" else None
+
+            return await wait_until(ended, 10)
+        finally:
+            await http.aclose()
+            await app.aclose()
+
+    async def test_a_chunk_that_landed_is_not_posted_again(
+        self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack
+    ) -> None:
+        entry = await self.left_half_done(tmp_path, llm, slack)
+        # What the dead process posted, through the real client, just before it was killed.
+        client = AsyncWebClient(token=slack.bot_token, base_url=slack.base_url)
+        landed = await client.chat_postMessage(channel="D1", text="the answer", mrkdwn=True)
+        done = await self.replayed(tmp_path, llm, slack, entry)
+        assert [p.text for p in slack.posts] == ["the answer"]
+        assert done.parts == [landed["ts"]]
+        assert llm.chat_requests == []  # the saved answer, not a new run
+
+    async def test_a_chunk_that_never_left_is_posted(
+        self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack
+    ) -> None:
+        entry = await self.left_half_done(tmp_path, llm, slack)
+        done = await self.replayed(tmp_path, llm, slack, entry)
+        assert [p.text for p in slack.posts] == ["the answer"]
+        assert done.parts == [slack.posts[0].ts]
 
 
 class TestSocketMode:

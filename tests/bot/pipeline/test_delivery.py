@@ -7,7 +7,7 @@ import pytest
 
 from bot.pipeline.chunking import render_chunks
 from bot.pipeline.delivery import MAX_RETRY_AFTER, MAX_SEND_ATTEMPTS, deliver, send_with_retry
-from channels import Capabilities, Forbidden, RetryAfter
+from channels import Capabilities, Forbidden, MessageRef, RetryAfter
 from tests.pipeline_support import DM, RecordingChannel
 
 LONG = "\n\n".join(f"Paragraph {i}: " + "word " * 50 for i in range(6))
@@ -52,6 +52,32 @@ class TestDeliver:
         assert [ref.message_id for ref in refs] == [r.message_id for r in channel.messages()]
         assert calls.counts == [len(expected)]  # told before anything went out
         assert calls.sent == [(ref.message_id, i == len(refs) - 1) for i, ref in enumerate(refs)]
+
+    async def test_a_chunk_a_killed_process_sent_is_counted_not_sent_again(self) -> None:
+        channel, calls = small_channel(), Recorder()
+        expected = render_chunks(LONG, "markdown", 300)
+        asked: list[tuple[str, str | None]] = []
+
+        async def was_sent(text: str, quote: str | None) -> MessageRef | None:
+            asked.append((text, quote))
+            return MessageRef(DM, "landed-2")
+
+        refs = await deliver(
+            channel, DM, LONG, reply_to="m-1", skip=1, on_sent=calls.on_sent, was_sent=was_sent
+        )
+        assert asked == [(expected[1], None)]  # only the chunk in doubt is asked about
+        assert channel.texts() == expected[2:]
+        assert calls.sent[0] == ("landed-2", False)
+        assert refs[0].message_id == "landed-2"
+
+    async def test_a_chunk_nobody_sent_is_sent(self) -> None:
+        channel = small_channel()
+
+        async def was_sent(text: str, quote: str | None) -> MessageRef | None:
+            return None
+
+        await deliver(channel, DM, "Hello!", reply_to="m-1", was_sent=was_sent)
+        assert [(r.text, r.reply_to) for r in channel.messages()] == [("Hello!", "m-1")]
 
     async def test_a_short_answer_is_one_message(self) -> None:
         channel, calls = small_channel(), Recorder()

@@ -103,6 +103,40 @@ class TestMessagePoster:
             assert not slack.calls_of("conversations.history")
 
 
+class TestFind:
+    """``MessagePoster.find``: what a replay asks before posting a chunk a dead process may have
+    posted (real HTTP against the fake)."""
+
+    async def test_our_message_with_that_text_since_then_is_found(self) -> None:
+        async with FakeSlack() as slack:
+            poster = TestMessagePoster()._poster(slack)
+            other = AsyncWebClient(token=slack.bot_token, base_url=slack.base_url)
+            before = float(next_ts())
+            posted = await other.chat_postMessage(channel="D1", text="the answer")
+            found = await poster.find("D1", "the answer", thread_ts=None, since=before)
+            assert found is not None and found["ts"] == posted["ts"]
+            assert await poster.find("D1", "another text", thread_ts=None, since=before) is None
+            after = float(posted["ts"]) + 1
+            assert await poster.find("D1", "the answer", thread_ts=None, since=after) is None
+
+    async def test_a_thread_is_looked_up_in_its_replies(self) -> None:
+        async with FakeSlack() as slack:
+            poster = TestMessagePoster()._poster(slack)
+            before = float(next_ts())
+            thread = await poster.post(channel="C1", text="parent")
+            reply = await poster.post(channel="C1", text="in thread", thread_ts=thread["ts"])
+            poster._known.clear()  # a new process knows none of them
+            found = await poster.find("C1", "in thread", thread_ts=thread["ts"], since=before)
+            assert found is not None and found["ts"] == reply["ts"]
+            assert slack.calls_of("conversations.replies")
+
+    async def test_a_failed_look_raises(self) -> None:
+        async with FakeSlack() as slack:
+            slack.fail("conversations.history", status=500)
+            with pytest.raises(ChannelError):
+                await TestMessagePoster()._poster(slack).find("D1", "x", thread_ts=None, since=0.0)
+
+
 class TestSafeServerErrorRetryHandler:
     async def test_posts_are_not_retried_by_the_sdk_other_calls_are(self) -> None:
         async with FakeSlack() as slack:
