@@ -77,7 +77,8 @@ async def test_an_unknown_scope_falls_back_to_the_chat_and_is_logged(db: Databas
 async def test_missing_settings_take_the_defaults(db: Database) -> None:
     store = SqlOrchestrationStore(db)
     await store.create_team(Team("crew", "lead", ("ann",)))
-    for settings in ({}, None):
+    cleared: tuple[dict[str, object] | None, ...] = ({}, None)
+    for settings in cleared:
         await set_team_settings(db, settings)
         team = await store.get_team("crew")
         assert team is not None and team.settings == TeamSettings()

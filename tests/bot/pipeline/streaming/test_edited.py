@@ -65,7 +65,7 @@ class Editor:
 
 
 def stream(editor: Editor, reply_to: str | None = "in-1") -> EditedStream:
-    return EditedStream(editor, CHAT, reply_to=reply_to)  # type: ignore[arg-type]
+    return EditedStream(editor, CHAT, reply_to=reply_to)
 
 
 WORDS = " ".join(f"word{i}" for i in range(12))  # 70 characters: two messages of 40
