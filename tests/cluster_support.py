@@ -1,12 +1,16 @@
 """Fixtures for the cluster tests: a real Redis (LOOPGATE_TEST_REDIS_URL) with a fresh key
-prefix per test, and a fresh Postgres schema shared by the test's Loopgate instances."""
+prefix per test, a Redis server of the test's own that it can stop and start, and a fresh
+Postgres schema shared by the test's Loopgate instances."""
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
+import socket
+import subprocess
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,55 @@ needs_redis = pytest.mark.skipif(
 needs_postgres = pytest.mark.skipif(
     not PG_URL, reason="set LOOPGATE_TEST_POSTGRES_URL=postgresql+asyncpg://user:pw@host/db"
 )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateRedis:
+    """A redis-server of this test's own, so it can be stopped and started again."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""],
+            cwd=self.workdir,
+            stdout=subprocess.DEVNULL,
+        )
+
+    def listening(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
+        except OSError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it)")
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

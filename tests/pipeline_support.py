@@ -23,25 +23,11 @@ from bot.storage import Database, open_database
 from bot.storage.inbox import SqlInbox
 from channels import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
 from channels.local import LocalChannel, Outbound
+from tests.waiting import Changes
 
 DM = ChatRef("web", "dm-alice", ChatType.DIRECT)
 LOCAL_CHAT = ChatRef("web", "c1")
 GROUP = ChatRef("web", "room-1", ChatType.GROUP)
-
-
-async def until(
-    changed: asyncio.Condition, predicate: Callable[[], object], timeout: float
-) -> None:
-    async def wait() -> None:
-        async with changed:
-            await changed.wait_for(lambda: bool(predicate()))
-
-    await asyncio.wait_for(wait(), timeout)
-
-
-async def notify(changed: asyncio.Condition) -> None:
-    async with changed:
-        changed.notify_all()
 
 
 def message(
@@ -89,7 +75,7 @@ class RecordingChannel:
     failures: deque[BaseException | None] = field(default_factory=deque)
     send_attempts: int = 0
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    changed: Changes = field(default_factory=Changes)
 
     async def start(self, on_message: Any) -> None:
         pass
@@ -107,7 +93,7 @@ class RecordingChannel:
         if self.failures:
             failure = self.failures.popleft()
             if failure is not None:
-                await notify(self.changed)
+                self.changed.notify()
                 raise failure
         ref = MessageRef(chat, f"out-{next(self._ids)}")
         await self._record(Record("message", chat, text, ref.message_id, reply_to))
@@ -127,7 +113,7 @@ class RecordingChannel:
 
     async def _record(self, record: Record) -> None:
         self.records.append(record)
-        await notify(self.changed)
+        self.changed.notify()
 
     # What the tests read.
 
@@ -145,7 +131,7 @@ class RecordingChannel:
         return reactions_left(self.records)
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 5) -> None:
-        await until(self.changed, predicate, timeout)
+        await self.changed.wait_for(predicate, timeout)
 
 
 class Hold:
@@ -170,7 +156,7 @@ class FakeAgent:
         self._script: deque[Step] = deque(steps)
         self.requests: list[RunRequest] = []
         self.unknown: set[str] = set()
-        self.changed = asyncio.Condition()
+        self.changed = Changes()
 
     def script(self, *steps: Step) -> None:
         self._script.extend(steps)
@@ -185,7 +171,7 @@ class FakeAgent:
 
     async def run(self, request: RunRequest) -> RunResult:
         self.requests.append(request)
-        await notify(self.changed)
+        self.changed.notify()
         step: Step = self._script.popleft() if self._script else "ok"
         if isinstance(step, BaseException):
             raise step
@@ -203,7 +189,7 @@ class FakeAgent:
         return RunResult(run_id=request.run_id, status=RunStatus.COMPLETED, content=step)
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 5) -> None:
-        await until(self.changed, predicate, timeout)
+        await self.changed.wait_for(predicate, timeout)
 
 
 def failed(error: str = "boom") -> RunResult:

@@ -1,5 +1,6 @@
-"""Memory: chunking, the SQL index (SQLite FTS5; Postgres full-text when
-LOOPGATE_TEST_POSTGRES_URL is set), freshness, the memory_search / memory_get tools, and the
+"""Memory: chunking, searching through the SQL index (SQLite FTS5; Postgres full-text when
+LOOPGATE_TEST_POSTGRES_URL is set; the index itself is tested in
+tests/bot/storage/test_memory_index.py), freshness, the memory_search / memory_get tools, and the
 whole path over real HTTP: the model writes memory files with write_file, then memory_search
 finds them, ranked.
 
@@ -20,8 +21,6 @@ from agent_core import EventBus, MemoryStore, RunRequest, RunStatus
 from agent_core.context_budget import BUDGET_EXCEEDED_REPLY
 from agent_core.errors import ToolError
 from agent_core.memory import (
-    FileStamp,
-    MemoryDocument,
     MemorySync,
     chunk_markdown,
     is_memory_path,
@@ -35,7 +34,7 @@ from agent_core.workspace import user_workspace
 from bot.agents.router import AgentRouter
 from bot.app import Loopgate
 from bot.storage import Database
-from bot.storage.memory_index import SqlMemoryIndex, fts5_query
+from bot.storage.memory_index import SqlMemoryIndex
 from channels import ChatRef, ChatType
 from tests.agent_core.test_compaction import RoleProvider, pairs
 from tests.conftest import ChatDriver, make_config
@@ -95,23 +94,15 @@ def test_query_terms_drop_operators() -> None:
         "x",
     ]
     assert query_terms("?!* ()") == []
-    assert fts5_query(["a", 'b"c']) == '"a" OR "b""c"'
 
 
-# -- the SQL index, on each backend --------------------------------------------------------
+# -- searching and syncing through the SQL index, on each backend ----------------------
 
 
 def _write(ws: Path, relative: str, content: str) -> None:
     path = ws / relative
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content, encoding="utf-8")
-
-
-ONE = FileStamp(1, 1)
-
-
-def _doc(path: str, content: str, stamp: FileStamp = ONE) -> MemoryDocument:
-    return MemoryDocument(path, stamp, tuple(chunk_markdown(content)))
 
 
 async def test_index_ranks_by_relevance(db: Database, tmp_path: Path) -> None:
@@ -131,53 +122,6 @@ async def test_index_ranks_by_relevance(db: Database, tmp_path: Path) -> None:
     assert [h.heading for h in tea] == ["Preferences"]
     assert await sync.search(ws, "kubernetes", 1) != []
     assert await sync.search(ws, "submarine", 10) == []
-
-
-async def test_heading_match_outranks_body_match(db: Database) -> None:
-    index = SqlMemoryIndex(db)
-    await index.reindex(
-        "w",
-        [
-            _doc("memory/a.md", "# Misc\nsomething about gardening and other chores\n"),
-            _doc("memory/b.md", "# Gardening\nsomething about plants and other chores\n"),
-        ],
-    )
-    hits = await index.search("w", "gardening", 5)
-    assert [h.path for h in hits] == ["memory/b.md", "memory/a.md"]
-
-
-async def test_hostile_queries_do_not_reach_the_parser(db: Database) -> None:
-    index = SqlMemoryIndex(db)
-    await index.reindex("w", [_doc("MEMORY.md", "# Tea\ngreen tea\n")])
-    for query in ['tea"', "tea OR", "NEAR(tea)", "tea*", "-tea", "heading:tea", "tea & | !"]:
-        assert [h.heading for h in await index.search("w", query, 5)] == ["Tea"], query
-    assert await index.search("w", "()*", 5) == []
-
-
-async def test_workspaces_are_isolated(db: Database) -> None:
-    index = SqlMemoryIndex(db)
-    await index.reindex("alice", [_doc("MEMORY.md", "secret tea recipe")])
-    await index.reindex("bob", [_doc("MEMORY.md", "coffee only")])
-    assert await index.search("bob", "tea recipe", 5) == []
-    assert [h.content for h in await index.search("alice", "tea", 5)] == ["secret tea recipe"]
-
-
-async def test_reindex_replaces_and_removes(db: Database) -> None:
-    index = SqlMemoryIndex(db)
-    await index.reindex("w", [_doc("memory/a.md", "old fact about llamas", FileStamp(1, 10))])
-    await index.reindex("w", [_doc("memory/a.md", "new fact about alpacas", FileStamp(2, 11))])
-    assert await index.search("w", "llamas", 5) == []
-    assert len(await index.search("w", "alpacas", 5)) == 1
-    assert await index.stamps("w") == {"memory/a.md": FileStamp(2, 11)}
-    await index.reindex("w", [], removed=["memory/a.md"])
-    assert await index.search("w", "alpacas", 5) == [] and await index.stamps("w") == {}
-
-
-async def test_concurrent_reindex_of_one_file_keeps_one_copy(db: Database) -> None:
-    index = SqlMemoryIndex(db)
-    doc = _doc("MEMORY.md", "# A\nzebra\n# B\nzebra crossing\n")
-    await asyncio.gather(*(SqlMemoryIndex(db).reindex("w", [doc]) for _ in range(4)))
-    assert len(await index.search("w", "zebra", 20)) == 2
 
 
 async def test_sync_reindexes_only_changed_files(db: Database, tmp_path: Path) -> None:

@@ -1,17 +1,15 @@
-"""Self-evolution of a predefined agent's SOUL.md (prompt section 7): the ``soul_update`` tool's
-guardrails, and the whole path through the service with the fake LLM."""
+"""Self-evolution of a predefined agent's SOUL.md (prompt section 7): when ``soul_update`` is
+offered, and the whole path through the service with the fake LLM. The tool's own guardrails are
+tested in tests/agent_core/tools/test_soul.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from agent_core import AgentSettings, RunStatus
-from agent_core.errors import ToolError
 from agent_core.self_evolution import add_self_evolution_tools
-from agent_core.tools.base import ToolContext, ToolRegistry
-from agent_core.tools.soul import HISTORY_DIR, SOUL_UPDATE, soul_update_tool
+from agent_core.tools.base import ToolRegistry
+from agent_core.tools.soul import SOUL_UPDATE
 from agent_core.workspace import agent_workspace
 from bot.app import Loopgate
 from tests.conftest import make_config
@@ -38,65 +36,15 @@ def soul(tmp_path: Path, content: str = SOUL) -> Path:
     return path
 
 
-def ctx(tmp_path: Path) -> ToolContext:
-    return ToolContext(tmp_path, "s", "telegram:42", "main", "r1")
-
-
-class TestGuardrails:
-    async def test_a_small_style_change_is_applied_and_the_old_version_kept(
-        self, tmp_path: Path
-    ) -> None:
-        path = soul(tmp_path)
-        tool = soul_update_tool(settings(tmp_path))
-        args = {"find": "Formal and thorough.", "replace": "Casual and brief.", "feedback": "x"}
-        assert "updated" in await tool.handler(args, ctx(tmp_path))
-        assert path.read_text(encoding="utf-8") == SOUL.replace(
-            "Formal and thorough.", "Casual and brief."
-        )
-        [kept] = (path.parent / HISTORY_DIR).iterdir()
-        assert kept.read_text(encoding="utf-8") == SOUL
-        assert kept.name.endswith(".md") and "telegram" in kept.name  # who changed it
-
-    @pytest.mark.parametrize(
-        ("find", "replace", "error"),
-        [
-            ("You are Ada.", "# You are Bob.", "headings"),
-            ("# SOUL.md - who you are", "# who", "headings"),
-            ("Not in the file.", "x", "does not occur"),
-            ("are", "were", "more than once"),
-            ("Formal and thorough.", "y" * 500, "larger than allowed"),
-        ],
-    )
-    async def test_refused_changes_leave_the_file_alone(
-        self, tmp_path: Path, find: str, replace: str, error: str
-    ) -> None:
-        path = soul(tmp_path)
-        tool = soul_update_tool(settings(tmp_path))
-        with pytest.raises(ToolError, match=error):
-            await tool.handler({"find": find, "replace": replace, "feedback": "f"}, ctx(tmp_path))
-        assert path.read_text(encoding="utf-8") == SOUL
-        assert not (path.parent / HISTORY_DIR).exists()
-
-    async def test_the_delta_grows_with_the_file_and_its_guardrail(self, tmp_path: Path) -> None:
-        long_soul = SOUL + "\n".join(f"Line {i} of the style guide." for i in range(200)) + "\n"
-        soul(tmp_path, long_soul)
-        passage = "\n".join(f"Line {i} of the style guide." for i in range(20))  # ~560 chars
-        args = {"find": passage, "replace": "Short.", "feedback": "f"}
-        with pytest.raises(ToolError, match="larger than allowed"):
-            await soul_update_tool(settings(tmp_path, soul_max_delta=0.05)).handler(
-                args, ctx(tmp_path)
-            )
-        assert "updated" in await soul_update_tool(settings(tmp_path)).handler(args, ctx(tmp_path))
-
-    def test_offered_to_predefined_agents_unless_locked(self, tmp_path: Path) -> None:
-        for agent, offered in [
-            (settings(tmp_path), True),
-            (settings(tmp_path, soul_locked=True), False),
-            (AgentSettings(id="main", model="m", workspace=tmp_path), False),
-        ]:
-            tools = ToolRegistry()
-            add_self_evolution_tools(tools, agent)
-            assert (SOUL_UPDATE in tools) is offered
+def test_offered_to_predefined_agents_unless_locked(tmp_path: Path) -> None:
+    for agent, offered in [
+        (settings(tmp_path), True),
+        (settings(tmp_path, soul_locked=True), False),
+        (AgentSettings(id="main", model="m", workspace=tmp_path), False),
+    ]:
+        tools = ToolRegistry()
+        add_self_evolution_tools(tools, agent)
+        assert (SOUL_UPDATE in tools) is offered
 
 
 async def test_feedback_changes_the_soul_for_the_next_message(tmp_path: Path, llm: FakeLLM) -> None:

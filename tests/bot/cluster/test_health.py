@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import socket
-import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -19,52 +16,10 @@ from bot.app import Loopgate
 from bot.http.health import health_report
 from bot.http.server import create_app
 from channels import ChatRef, ChatType
-from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from tests.cluster_support import ClusterConfig, PrivateRedis, needs_postgres, needs_redis
 from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, delay, text
 from tests.waiting import wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class PrivateRedis:
-    """A redis-server of this test's own, so it can be stopped and started again."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.workdir = workdir
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""],
-            cwd=self.workdir,
-            stdout=subprocess.DEVNULL,
-        )
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (.ci/run installs it)")
-    server = PrivateRedis(tmp_path)
-    server.start()
-    yield server
-    server.stop()
 
 
 async def test_single_process_health_is_unchanged(tmp_path: Path, llm: FakeLLM) -> None:
@@ -82,16 +37,9 @@ async def clustered(
     config = cluster_config()
     config.redis.url = private_redis.url
 
-    def listening() -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", private_redis.port), timeout=0.1).close()
-        except OSError:
-            return False
-        return True
-
     # The server needs a moment to listen (as before, start anyway once the wait is over).
     with contextlib.suppress(TimeoutError):
-        await wait_until(listening, 2.5, interval=0.05)
+        await wait_until(private_redis.listening, 2.5, interval=0.05)
     async with Loopgate(config) as app:
         yield app
 

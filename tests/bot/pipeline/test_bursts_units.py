@@ -18,7 +18,8 @@ from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 from bot.pipeline.scheduler import Scheduler
 from bot.pipeline.session_keys import session_key
 from channels import ChatRef, MessageRef
-from tests.pipeline_support import DM, GROUP, RecordingChannel, message, notify, settled, until
+from tests.pipeline_support import DM, GROUP, RecordingChannel, message, settled
+from tests.waiting import Changes
 
 
 class Turns:
@@ -36,7 +37,7 @@ class Turns:
         self.started: list[Job] = []
         self.drops: list[Job] = []
         self.gates: dict[str, asyncio.Event] = {}
-        self.changed = asyncio.Condition()
+        self.changed = Changes()
         self.hold = False
 
     def job(
@@ -72,7 +73,7 @@ class Turns:
             ActiveRun(job.run_id, job.agent_id, job.session_key, job.requester_id, task)
         )
         self.started.append(job)
-        await notify(self.changed)
+        self.changed.notify()
         result = RunResult(job.run_id, RunStatus.COMPLETED, f"answer to {job.message.text}")
         try:
             if self.hold:
@@ -87,10 +88,10 @@ class Turns:
     async def dropped(self, job: Job) -> None:
         self.drops.append(job)
         job.settle(None)
-        await notify(self.changed)
+        self.changed.notify()
 
     async def wait_for(self, predicate: Any, timeout: float = 5) -> None:
-        await until(self.changed, predicate, timeout)
+        await self.changed.wait_for(predicate, timeout)
 
 
 @asynccontextmanager

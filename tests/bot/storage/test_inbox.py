@@ -1,5 +1,6 @@
-"""The durable inbox: the table on both backends, the pipeline's records, replay at start-up,
-expiry, resuming a half-delivered answer, graceful drain, and ``loopgate inbox``.
+"""The durable inbox: the table on both backends, the pipeline's records, resuming a
+half-delivered answer, graceful drain, and ``loopgate inbox``. Replay at start-up and its expiry
+are tested in tests/bot/pipeline/test_replay.py.
 
 The platform-level restarts (SIGTERM/SIGKILL of ``loopgate serve`` against the fake Telegram,
 Slack and Zalo servers) are in ``tests/e2e/test_restart.py``.
@@ -289,52 +290,7 @@ async def test_a_message_that_cannot_be_stored_is_not_accepted(
     assert not await SqlDedupeStore(app.db).seen(msg.dedupe_key)
 
 
-# --- replay at start-up -------------------------------------------------------------------
-
-
-async def test_replay_keeps_order_and_goes_before_newer_messages(
-    tmp_path: Path, llm: FakeLLM
-) -> None:
-    config = make_config(tmp_path, llm)
-    await left_by_a_dead_process(config, "first", "second")
-    llm.script(delay(0.3, text("answer 1")), text("answer 2"), text("answer 3"))
-    async with Loopgate(config) as app:
-        dm = ChatDriver(app, DM)
-        done = await dm.send("third")  # arrives while the replayed ones are still running
-        assert done is not None
-        await asyncio.wait_for(done, 10)
-        asked = [r.messages[-1]["content"] for r in llm.chat_requests]
-        assert asked == ["first", "second", "third"]
-        assert dm.texts() == ["answer 1", "answer 2", "answer 3"]
-        assert await entries(app) == []
-
-
-async def test_old_messages_expire_instead_of_being_answered(tmp_path: Path, llm: FakeLLM) -> None:
-    config = make_config(tmp_path, llm, bot={"replay_max_age": "1h"})
-    old = utcnow() - timedelta(hours=2)
-    [expired] = await left_by_a_dead_process(config, "stale", received_at=old)
-    [fresh] = await left_by_a_dead_process(config, "fresh")
-    llm.script(text("fresh answer"))
-    with capture_logs() as logs:
-        async with Loopgate(config) as app:
-            dm = ChatDriver(app, DM)
-            await dm.wait_for(lambda: dm.texts() == ["fresh answer"])
-            await settled(app)
-            entry = await state_of(app, expired)
-            assert entry.state is InboxState.EXPIRED
-            assert entry.reason == "older than bot.replay_max_age (3600 s)"
-            assert (await state_of(app, fresh)).state is InboxState.ANSWERED
-    assert [m["content"] for m in llm.chat_requests[0].messages if m["role"] == "user"] == ["fresh"]
-    assert any(log["event"] == "inbox.expired" and log["entry"] == expired for log in logs)
-
-
-async def test_replay_max_age_zero_never_expires(tmp_path: Path, llm: FakeLLM) -> None:
-    config = make_config(tmp_path, llm, bot={"replay_max_age": 0})
-    await left_by_a_dead_process(config, "ancient", received_at=utcnow() - timedelta(days=30))
-    llm.script(text("better late"))
-    async with Loopgate(config) as app:
-        dm = ChatDriver(app, DM)
-        await dm.wait_for(lambda: dm.texts() == ["better late"])
+# --- replaying (start-up replay itself: tests/bot/pipeline/test_replay.py) ---------------
 
 
 async def test_a_half_delivered_answer_resumes_at_the_next_chunk(

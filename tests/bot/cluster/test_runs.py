@@ -1,0 +1,207 @@
+"""bot/cluster/runs.py: the cluster's run registry on a real Redis. Two registries on two
+``RedisLink``s are two processes: each sees the other's runs, stops them through Redis, drops
+them when they end, when their process says it is gone, or when its record expires; bad events
+and records are skipped. ``/stop`` through whole services is tested in test_stop.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from structlog.testing import capture_logs
+
+from bot.cluster.connection import RedisLink
+from bot.cluster.runs import ClusterRunRegistry, RemoteHandle
+from bot.pipeline.run_registry import ActiveRun
+from tests.cluster_support import REDIS_URL, needs_redis
+from tests.waiting import wait_until
+
+pytestmark = [needs_redis]
+
+LEASE = 1.5  # a resync every 0.5 s
+SESSION = "agent:main:web:group:room"
+
+
+class Handle:
+    """A run's task as the registry sees it: records the cancels it gets."""
+
+    def __init__(self) -> None:
+        self.cancels = 0
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        self.cancels += 1
+        return True
+
+    def cancelling(self) -> int:
+        return self.cancels
+
+
+def run(run_id: str, session: str = SESSION, *, parent: str | None = None) -> ActiveRun:
+    return ActiveRun(run_id, "main", session, f"user-{run_id}", Handle(), parent_run_id=parent)
+
+
+def cancels(active: ActiveRun) -> int:
+    assert isinstance(active.task, Handle)
+    return active.task.cancels
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[AsyncExitStack]:
+    async with AsyncExitStack() as stack:
+        yield stack
+
+
+async def process(stack: AsyncExitStack, prefix: str, lease: float = LEASE) -> ClusterRunRegistry:
+    link = RedisLink(REDIS_URL, key_prefix=prefix, lease_seconds=lease)
+    stack.push_async_callback(link.aclose)
+    await link.start()
+    registry = ClusterRunRegistry(link)
+    stack.push_async_callback(registry.aclose)
+    await registry.start()
+    return registry
+
+
+@pytest.fixture
+async def pair(
+    stack: AsyncExitStack, redis_prefix: str
+) -> tuple[ClusterRunRegistry, ClusterRunRegistry]:
+    return await process(stack, redis_prefix), await process(stack, redis_prefix)
+
+
+def ids(runs: list[ActiveRun]) -> list[str]:
+    return [r.run_id for r in runs]
+
+
+async def test_a_run_is_seen_by_the_other_process_until_it_ends(
+    pair: tuple[ClusterRunRegistry, ClusterRunRegistry],
+) -> None:
+    a, b = pair
+    a.register(run("r1"))
+    await wait_until(lambda: b.runs_of(SESSION), 5, what="b never saw a's run")
+    [seen] = b.runs_of(SESSION)
+    assert (seen.run_id, seen.agent_id, seen.requester_id) == ("r1", "main", "user-r1")
+    assert isinstance(seen.task, RemoteHandle)
+    assert b.runs_of("another session") == []
+    # The counters and the dashboard are this process's own.
+    assert (a.active_runs, b.active_runs) == (1, 0)
+    assert b.all_runs() == [] and ids(a.all_runs()) == ["r1"]
+    a.unregister("r1")
+    await wait_until(lambda: not b.runs_of(SESSION), 5, what="b kept an ended run")
+    assert a.runs_of(SESSION) == []
+
+
+async def test_runs_of_lists_every_process_oldest_first_without_running_childrens(
+    pair: tuple[ClusterRunRegistry, ClusterRunRegistry],
+) -> None:
+    a, b = pair
+    a.register(run("first"))
+    await wait_until(lambda: b.runs_of(SESSION), 5)
+    b.register(run("second"))
+    a.register(run("child", parent="first"))  # stopped with its parent, not listed apart
+    await wait_until(lambda: len(a.runs_of(SESSION)) == 2 and len(b.runs_of(SESSION)) == 2, 5)
+    assert ids(a.runs_of(SESSION)) == ids(b.runs_of(SESSION)) == ["first", "second"]
+    a.unregister("first")
+    await wait_until(lambda: "child" in ids(b.runs_of(SESSION)), 5, what="orphan not listed")
+
+
+async def test_stopping_a_run_of_another_process_cancels_it_there(
+    pair: tuple[ClusterRunRegistry, ClusterRunRegistry],
+) -> None:
+    a, b = pair
+    target, other = run("r1"), run("r2", "agent:main:web:direct:bob")
+    a.register(target)
+    a.register(other)
+    await wait_until(lambda: b.runs_of(SESSION), 5)
+    assert b.abort("r1", "agent:main:web:direct:bob") is False  # not this session's run
+    assert b.abort("nope", SESSION) is False
+    [remote] = b.runs_of(SESSION)
+    assert remote.task.cancel() is True  # what /stop calls on the run it picked
+    await wait_until(lambda: cancels(target) == 1, 5, what="the owner never cancelled it")
+    assert cancels(other) == 0
+
+
+async def test_a_local_run_is_stopped_without_redis(
+    pair: tuple[ClusterRunRegistry, ClusterRunRegistry],
+) -> None:
+    a, _ = pair
+    mine = run("r1")
+    a.register(mine)
+    assert a.abort("r1", SESSION) is True
+    assert cancels(mine) == 1
+    assert a.abort("r1", "wrong session") is False and cancels(mine) == 1
+
+
+async def test_stopall_reaches_the_sessions_runs_everywhere(
+    pair: tuple[ClusterRunRegistry, ClusterRunRegistry],
+) -> None:
+    a, b = pair
+    theirs, mine, elsewhere = run("r1"), run("r2"), run("r3", "agent:main:web:direct:bob")
+    a.register(theirs)
+    a.register(elsewhere)
+    b.register(mine)
+    await wait_until(lambda: len(b.runs_of(SESSION)) == 2, 5)
+    assert b.abort_session(SESSION) == 2
+    assert cancels(mine) == 1
+    await wait_until(lambda: cancels(theirs) == 1, 5, what="a's run was not stopped")
+    assert cancels(elsewhere) == 0
+    assert a.abort_session("a session nobody runs") == 0
+
+
+async def test_a_process_that_leaves_takes_its_runs_along(
+    stack: AsyncExitStack, redis_prefix: str
+) -> None:
+    # A long lease: no resync comes to the rescue during the test.
+    a = await process(stack, redis_prefix, lease=60)
+    b = await process(stack, redis_prefix, lease=60)
+    a.register(run("r1"))
+    await wait_until(lambda: b.runs_of(SESSION), 5)
+    await a.aclose()
+    # "gone" drops them at once: no waiting for the record to expire or the next resync.
+    await wait_until(lambda: not b.runs_of(SESSION), 5, what="kept a gone process's run")
+
+
+async def test_a_process_starting_later_sees_the_runs_already_there(
+    stack: AsyncExitStack, redis_prefix: str
+) -> None:
+    a = await process(stack, redis_prefix)
+    client: Redis = Redis.from_url(REDIS_URL)
+    stack.push_async_callback(client.aclose)
+    a.register(run("r1"))
+    await wait_until(lambda: client.hexists(a.hash_key, "r1"), 5, what="never written")
+    late = await process(stack, redis_prefix)
+    assert ids(late.runs_of(SESSION)) == ["r1"]  # known from the start, before any event
+
+
+async def test_records_of_a_dead_process_expire_and_bad_ones_are_skipped(
+    pair: tuple[ClusterRunRegistry, ClusterRunRegistry], redis_prefix: str
+) -> None:
+    a, b = pair
+    record = {
+        "run_id": "ghost-run",
+        "agent_id": "main",
+        "session_key": SESSION,
+        "requester_id": "u",
+        "parent_run_id": None,
+        "owner": "dead-host:1:abcdef",
+        "started": 1.0,
+    }
+    client: Redis = Redis.from_url(REDIS_URL)
+    try:
+        with capture_logs() as logs:
+            # A process that died without a word: its hash, never refreshed again.
+            key = f"{redis_prefix}:runs:dead-host:1:abcdef"
+            await client.hset(key, mapping={"ghost-run": json.dumps(record), "junk": "{"})
+            await client.pexpire(key, int(LEASE * 1000))
+            await client.publish(f"{redis_prefix}:runs", "not json")
+            await client.publish(f"{redis_prefix}:runs", json.dumps({"op": "add"}))
+            await wait_until(lambda: a.runs_of(SESSION) and b.runs_of(SESSION), 5)
+            events = {e["event"] for e in logs}
+        assert {"cluster.runs_bad_record", "cluster.runs_bad_event"} <= events
+        assert ids(b.runs_of(SESSION)) == ["ghost-run"]
+        await wait_until(lambda: not b.runs_of(SESSION), LEASE * 4, what="never expired")
+    finally:
+        await client.aclose()
