@@ -249,6 +249,9 @@ class ServeCluster:
     """Extra ``channels.telegram`` keys (e.g. ``rate_limit``)."""
     bot: dict[str, Any] = field(default_factory=dict)
     """Extra ``bot`` keys."""
+    extra_channels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """More ``channels.<name>`` sections (Slack, Zalo); each must be up before a process is
+    ready."""
     processes: list[ServeProcess] = field(default_factory=list)
     _db: Database | None = None
     _http: httpx.AsyncClient | None = None
@@ -283,7 +286,7 @@ class ServeCluster:
             "cluster": {"lease_seconds": self.lease_seconds, "key_prefix": self.key_prefix},
             "agents": {"defaults": {"workspace": str(self.workdir / "workspaces")}},
             "providers": {"openai": {"base_url": self.llm.base_url, "model": "fake-model"}},
-            "channels": {"telegram": telegram},
+            "channels": {"telegram": telegram, **self.extra_channels},
             "bot": {
                 "sender_rate_limit": "off",
                 # Each message its own turn and its own answer (not merged with the ones that
@@ -339,7 +342,9 @@ class ServeCluster:
                 last = await process.health()
             except (httpx.TransportError, ValueError):
                 return False
-            return last.get("redis") == "ok" and last.get("channels", {}).get("telegram") == "up"
+            up = last.get("channels", {})
+            names = ("telegram", *self.extra_channels)
+            return last.get("redis") == "ok" and all(up.get(name) == "up" for name in names)
 
         await until(ready, lambda: f"{last}\n{process.log()}", timeout=timeout, interval=0.1)
         process.process_id = str(last["process"])
