@@ -175,6 +175,14 @@ class TestParseMore:
         assert providers["openai"].base_url == OPENAI_BASE_URL
         assert list(providers) == ["openai", "claude", "proxy"]
 
+    def test_a_bad_extra_provider_names_its_key(self) -> None:
+        assert problems({"providers": {"local": {"timeout": 0}}}) == [
+            "providers.local.timeout: input should be greater than 0"
+        ]
+        assert problems({"providers": {"local": {"kind": "openai", "modle": "x"}}}) == [
+            "providers.local.modle: unknown key"
+        ]
+
     def test_agents_naming_unknown_providers_or_mcp_servers(self) -> None:
         found = problems(
             {
