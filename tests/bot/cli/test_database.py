@@ -16,6 +16,7 @@ from agent_core import Trace
 from bot.cli.database import with_database
 from bot.config import Config, parse_config
 from bot.storage import Database, SqlTraceStore, open_database
+from tests.waiting import wait_until
 
 
 def config_at(url: str) -> Config:
@@ -43,7 +44,9 @@ async def test_the_action_result_is_the_exit_code_and_the_database_is_closed(
         return 3
 
     assert await with_database(config_at(url), action) == 3
-    assert threads() <= before  # SQLite's connection and lane threads ended with it
+    # SQLite's connection and lane threads end with it (a closed connection's thread exits
+    # just after).
+    await wait_until(lambda: threads() <= before, 5, what=lambda: str(threads() - before))
     async with await open_database(url) as other:
         stored = await SqlTraceStore(other).get(trace.id)
     assert stored is not None and stored.run_id == "run-1"
@@ -60,7 +63,7 @@ async def test_closed_when_the_action_fails(tmp_path: Path) -> None:
     before = threads()
     with pytest.raises(RuntimeError, match="boom"):
         await with_database(config_at(url), action)
-    assert threads() <= before
+    await wait_until(lambda: threads() <= before, 5, what=lambda: str(threads() - before))
     async with await open_database(url) as other:
         assert await SqlTraceStore(other).get(trace.id) is not None
 
