@@ -138,6 +138,12 @@ async def seed_memory_files(db: Database, workspace: Path, count: int) -> None:
         await s.execute(insert(MemoryFileRow), rows)
 
 
+async def seed_failing_read_file(db: Database) -> None:
+    """100 runs of ``main`` calling ``read_file``, 40 of them failing (ToolFailureRule's case)."""
+    await seed_runs(db, 40, calls=[Call("read_file", error=True, args='{"path": "x"}')])
+    await seed_runs(db, 60, calls=[Call("read_file", args='{"path": "y"}')])
+
+
 def evolution_config(tmp_path: Path, **agents: Any) -> Config:
     """Defaults plus ``agents`` keys (``defaults={...}``, ``main={...}``), workspaces and the
     database in ``tmp_path`` (the database URL is only used by the CLI tests)."""

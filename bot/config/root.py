@@ -114,13 +114,14 @@ class ProvidersConfig(BaseModel):
     """``default`` names the provider agents use; every other key is a provider."""
 
     model_config = ConfigDict(extra="allow")
+    # Extra keys are validated as providers by pydantic itself, so an error's path names the
+    # provider (``providers.local.timeout``).
+    __pydantic_extra__: dict[str, ProviderConfig] = Field(init=False)
     default: str = "openai"
     openai: ProviderConfig = Field(default_factory=ProviderConfig)
 
     @model_validator(mode="after")
     def _validate_extra(self) -> ProvidersConfig:
-        for name, value in list((self.model_extra or {}).items()):
-            self.model_extra[name] = ProviderConfig.model_validate(value)  # type: ignore[index]
         if self.default not in self.all():
             raise ValueError(f"default provider {self.default!r} is not defined under providers")
         return self

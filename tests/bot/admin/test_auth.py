@@ -1,5 +1,5 @@
 """The dashboard's session cookies, CSRF tokens, request verdicts and login limiter, as units
-(tests/bot/admin/test_http.py covers them over HTTP, plus expiry/forgery and the limiter's
+(tests/bot/admin/test_gate.py covers them over HTTP; here too plus expiry/forgery and the limiter's
 window)."""
 
 from __future__ import annotations
@@ -175,3 +175,25 @@ class TestLimiter:
 def test_client_address() -> None:
     assert client_address(request()) == "10.0.0.9"
     assert client_address(request(client=None)) == "unknown"
+
+
+class TestUnits:
+    def test_session_cookie_expires_and_resists_forgery(self) -> None:
+        now = [1000.0]
+        sessions = AdminSessions(TOKEN, max_age=60, clock=lambda: now[0])
+        session, cookie = sessions.new()
+        assert sessions.read(cookie) == session
+        sid, expires, signature = cookie.split(".")
+        assert sessions.read(f"{sid}.{int(expires) + 999}.{signature}") is None
+        assert AdminSessions("another-token-0123456789", max_age=60).read(cookie) is None
+        now[0] += 61
+        assert sessions.read(cookie) is None
+
+    def test_limiter_forgets_old_failures(self) -> None:
+        now = [0.0]
+        limiter = LoginLimiter(attempts=2, window=10, clock=lambda: now[0])
+        limiter.failed("a")
+        limiter.failed("a")
+        assert limiter.retry_after("a") == 10 and limiter.retry_after("b") == 0
+        now[0] = 10.5
+        assert limiter.retry_after("a") == 0

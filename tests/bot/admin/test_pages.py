@@ -3,21 +3,16 @@ live-runs event stream."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from bot.admin.runs import RunTracker, chat_of
-from bot.admin.stream import event_stream
 from bot.app import Loopgate
 from bot.storage import SqlAgentStore
 from channels import ChatRef, ChatType
 from tests.admin_support import (
-    BEARER,
     admin_config,
     client_of,
     csrf_of,
@@ -25,7 +20,7 @@ from tests.admin_support import (
     seed_suggestion,
 )
 from tests.conftest import ChatDriver
-from tests.fakes.llm_server import FakeLLM, call, delay, text, tool_calls
+from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 
 KEY = "agent:main:web:direct:dm-alice"
 
@@ -141,65 +136,3 @@ class TestSuggestions:
         decided = (await browser.get(f"/admin/api/suggestions/{suggestion.id}")).json()
         assert decided["status"] == "applied" and decided["decided_by"] == "admin (session)"
         assert decided["baseline"] is not None
-
-    async def test_api_reject_and_conflicts(
-        self, admin_app: Loopgate, browser: httpx.AsyncClient
-    ) -> None:
-        suggestion = await seed_suggestion(admin_app)
-        url = f"/admin/api/suggestions/{suggestion.id}"
-        rejected = await browser.post(f"{url}/reject", headers=BEARER, json={"reason": "not now"})
-        assert rejected.status_code == 200
-        assert (rejected.json()["status"], rejected.json()["reason"]) == ("rejected", "not now")
-        again = await browser.post(f"{url}/approve", headers=BEARER)
-        assert again.status_code == 409
-        missing = await browser.post("/admin/api/suggestions/nope/approve", headers=BEARER)
-        assert missing.status_code == 404
-        listed = await browser.get("/admin/api/suggestions?status=rejected", headers=BEARER)
-        assert [s["id"] for s in listed.json()["suggestions"]] == [suggestion.id]
-        assert (await browser.get("/admin/api/suggestions?status=odd")).status_code == 400
-        metrics = await browser.get("/admin/api/metrics", headers=BEARER)
-        assert metrics.status_code == 200 and "metrics" in metrics.json()
-
-
-class TestLive:
-    async def test_stream_sends_the_runs_and_their_events(
-        self, admin_app: Loopgate, chat: ChatDriver, llm: FakeLLM
-    ) -> None:
-        tracker = RunTracker(admin_app)
-        stream = event_stream(admin_app, tracker)
-        assert await anext(stream) == "retry: 2000\n\n"
-        first = await anext(stream)  # the (empty) table
-        assert first == "event: runs\ndata: []\n\n"
-        llm.script(tool_calls(call("list_files", {})), delay(30, text("late")))
-        done = await chat.send("work")
-        assert done is not None
-        seen: list[tuple[str, object]] = []
-
-        async def until_tool_shown() -> None:
-            async for message in stream:
-                kind, data = message.split("\n", 1)
-                if kind.startswith("event:"):
-                    payload = json.loads(data.removeprefix("data: "))
-                    seen.append((kind.removeprefix("event: "), payload))
-                    if kind == "event: run" and payload["type"] == "tool.call":
-                        return
-
-        await asyncio.wait_for(until_tool_shown(), 10)
-        runs = [data for kind, data in seen if kind == "runs" and data]
-        assert runs and runs[0][0]["chat_id"] == "dm-alice"  # type: ignore[index]
-        types = [data["type"] for kind, data in seen if kind == "run"]  # type: ignore[index]
-        assert types[0] == "run.started" and types[-1] == "tool.call"
-        run_id = runs[0][0]["run_id"]  # type: ignore[index]
-        await chat.wait_for(lambda: tracker.runs()[0]["current_tool"] is None)
-        assert await tracker.stop(run_id, by="test")
-        await asyncio.wait_for(done, 5)
-        await stream.aclose()
-        tracker.close()
-        assert tracker.runs() == []
-
-    def test_chat_of_a_session_key(self) -> None:
-        assert chat_of("agent:main:telegram:group:-100:topic:7") == ChatRef(
-            "telegram", "-100", ChatType.GROUP, "7"
-        )
-        assert chat_of("agent:main:web:direct:a:b") == ChatRef("web", "a:b", ChatType.DIRECT)
-        assert chat_of("nonsense") is None

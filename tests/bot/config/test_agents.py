@@ -15,7 +15,7 @@ from bot.config.agents import (
     resolve_guardrails,
 )
 from bot.config.evolution import EvolutionGuardrails
-from tests.bot.config.test_config import problems
+from tests.bot.config.test_root import problems
 
 
 class TestAgentsById:

@@ -1,6 +1,6 @@
 """Reviewing suggestions: approve applies the change (the router sees it at once) and records
 the baseline; reject records who and why; the next cycle keeps a change or rolls it back after
-a quality drop; the history says all of it. Also ``loopgate evolution`` through ``main()``."""
+a quality drop; the history says all of it."""
 
 from __future__ import annotations
 
@@ -9,19 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from structlog.testing import capture_logs
 
 from agent_core import EventBus, MemoryStore
-from bot import cli
 from bot.agents.router import AgentRouter
 from bot.config import AgentConfig, Config
 from bot.evolution.cycle import JUDGE_MIN_RUNS
 from bot.evolution.records import Suggestion, SuggestionStatus
 from bot.evolution.rules import MEMORY_REMINDER
 from bot.evolution.service import EvolutionService
-from bot.storage import Database, SqlAgentStore, open_database
-from tests.evolution_support import Call, evolution_config, seed_memory_files, seed_runs
+from bot.storage import Database, SqlAgentStore
+from tests.evolution_support import (
+    evolution_config,
+    seed_failing_read_file,
+    seed_memory_files,
+    seed_runs,
+)
 
 
 def router_for(db: Database, config: Config) -> AgentRouter:
@@ -35,11 +38,6 @@ async def suggest(service: EvolutionService, rule: str) -> Suggestion:
     report = await service.run_cycle()
     [found] = [s for s in report.created if s.rule == rule]
     return found
-
-
-async def seed_failing_read_file(db: Database) -> None:
-    await seed_runs(db, 40, calls=[Call("read_file", error=True, args='{"path": "x"}')])
-    await seed_runs(db, 60, calls=[Call("read_file", args='{"path": "y"}')])
 
 
 class TestApprove:
@@ -244,88 +242,3 @@ class TestRollback:
         )
         # While on trial its rule makes no new suggestion for the agent.
         assert any("IterationLimitRule: an applied change is on trial" in s for s in report.skipped)
-
-
-def _config_file(tmp_path: Path) -> Path:
-    path = tmp_path / "config.yaml"
-    data = {
-        "database": {"url": f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"},
-        "agents": {"defaults": {"workspace": str(tmp_path / "workspaces")}},
-    }
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-class TestCli:
-    async def _seed(self, tmp_path: Path) -> list[Suggestion]:
-        db = await open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}")
-        try:
-            await seed_failing_read_file(db)
-            await seed_runs(db, 20, status="max_iterations")
-            report = await EvolutionService(db, evolution_config(tmp_path)).run_cycle()
-        finally:
-            await db.aclose()
-        return sorted(report.created, key=lambda s: s.rule)
-
-    def test_list_approve_reject(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        import asyncio
-
-        cfg = str(_config_file(tmp_path))
-        code, out, _ = _run(capsys, "evolution", "list", "--config", cfg)
-        assert code == 0 and "no evolution suggestions" in out
-        iteration, tool = asyncio.run(self._seed(tmp_path))
-        assert (iteration.rule, tool.rule) == ("IterationLimitRule", "ToolFailureRule")
-
-        code, out, _ = _run(capsys, "evolution", "list", "--status", "pending", "--config", cfg)
-        assert code == 0
-        assert tool.id in out and iteration.id in out and "read_file failed in 40" in out
-
-        code, out, err = _run(
-            capsys, "evolution", "approve", tool.id, "--by", "carol", "--config", cfg
-        )
-        assert code == 0, err
-        assert f"applied {tool.id} to agent main: disable tool(s) read_file" in out
-        assert "baseline quality" in out
-
-        code, out, _ = _run(
-            capsys, "evolution", "reject", iteration.id, "--reason", "not now", "--config", cfg
-        )
-        assert code == 0 and f"rejected {iteration.id}" in out
-
-        code, _, err = _run(capsys, "evolution", "approve", iteration.id, "--config", cfg)
-        assert code == 1
-        assert err.startswith(f"loopgate: suggestion {iteration.id} is rejected, not pending")
-        code, _, err = _run(capsys, "evolution", "reject", "nope", "--config", cfg)
-        assert (code, err.strip()) == (1, "loopgate: no evolution suggestion 'nope'")
-
-        code, out, _ = _run(capsys, "evolution", "list", "--agent", "main", "--config", cfg)
-        assert f"{tool.id}: watching" in out and "by carol" in out
-        assert f"{iteration.id}: rejected: not now" in out
-        code, out, _ = _run(capsys, "agents", "list", "--config", cfg)
-        assert "config+db" in out or " db " in out
-
-    def test_run_makes_a_cycle(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        import asyncio
-
-        cfg = str(_config_file(tmp_path))
-
-        async def seed() -> None:
-            db = await open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}")
-            try:
-                await seed_failing_read_file(db)
-            finally:
-                await db.aclose()
-
-        asyncio.run(seed())
-        code, out, _ = _run(capsys, "evolution", "run", "--config", cfg)
-        assert code == 0
-        assert "cycle over 1 agent(s): 1 new suggestion(s)" in out
-        assert "ToolFailureRule" in out
-        code, out, _ = _run(capsys, "evolution", "run", "--config", cfg)
-        assert "0 new suggestion(s)" in out and "already pending" in out

@@ -1,4 +1,4 @@
-"""``evolution.*`` config, the APScheduler schedule (fires cycles, stops cleanly), the
+"""The APScheduler schedule (fires cycles, stops cleanly), the
 Loopgate app's ``evolution`` service, and prompt section 7 (Self-Evolution)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from agent_core.prompt import PromptContext
 from agent_core.self_evolution import add_self_evolution_tools, self_evolution
 from bot.agents.settings import agent_settings
 from bot.app import Loopgate
-from bot.config import ConfigFileError, parse_config
+from bot.config import parse_config
 from bot.evolution.schedule import CycleScheduler, build_trigger, cron_weekdays
 from bot.evolution.service import EvolutionService
 from bot.storage import Database
@@ -25,46 +25,7 @@ from tests.fakes.llm_server import FakeLLM
 from tests.waiting import wait_until
 
 
-class TestConfig:
-    def test_defaults(self) -> None:
-        evolution = parse_config({}, {}).evolution
-        assert (evolution.enabled, evolution.schedule, evolution.window) == (
-            True,
-            "daily",
-            7 * 86_400,
-        )
-        guardrails = parse_config({}, {}).agents.defaults.evolution_guardrails
-        assert guardrails.model_dump() == {
-            "max_delta_per_cycle": 0.1,
-            "min_data_points": 100,
-            "rollback_on_drop_pct": 20.0,
-            "locked_params": [],
-        }
-
-    @pytest.mark.parametrize("schedule", ["daily", "hourly", "0 3 * * *", "*/15 * * * 1-5", "6h"])
-    def test_schedules_accepted(self, schedule: str) -> None:
-        config = parse_config({"evolution": {"schedule": schedule, "window": "36h"}}, {})
-        assert config.evolution.window == 36 * 3600
-        build_trigger(schedule)  # APScheduler accepts it too
-
-    @pytest.mark.parametrize("schedule", ["every day", "0 3 * *", "soon"])
-    def test_bad_schedule_names_the_key(self, schedule: str) -> None:
-        with pytest.raises(ConfigFileError, match=r"evolution\.schedule"):
-            parse_config({"evolution": {"schedule": schedule}}, {})
-
-    def test_agent_guardrails_both_forms(self) -> None:
-        listed = {"list": [{"id": "a", "evolution_guardrails": {"locked_params": ["soul"]}}]}
-        keyed = {"a": {"evolution_guardrails": {"locked_params": ["soul"]}}}
-        for agents in (listed, keyed):
-            config = parse_config({"agents": agents}, {})
-            [agent] = config.agents.list
-            assert agent.evolution_guardrails is not None
-            assert agent.evolution_guardrails.soul_locked
-        with pytest.raises(ConfigFileError, match="max_delta_per_cycle"):
-            parse_config(
-                {"agents": {"a": {"evolution_guardrails": {"max_delta_per_cycle": 2}}}}, {}
-            )
-
+class TestTriggers:
     def test_cron_weekdays_mean_what_crontab_means(self) -> None:
         assert cron_weekdays("0") == "sun" and cron_weekdays("7") == "sun"
         assert cron_weekdays("1-5") == "mon-fri"

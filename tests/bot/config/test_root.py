@@ -1,14 +1,14 @@
-"""config.yaml: interpolation, validation messages naming the key, the CLI's check-config."""
+"""config.yaml (``bot/config/root.py``): interpolation, validation messages naming the key,
+checks across keys, and reading the file."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bot.config import ConfigFileError, load_config, parse_config
+from bot.config.root import ANTHROPIC_BASE_URL, OPENAI_BASE_URL, interpolate
 from tests.paths import ROOT
 
 
@@ -123,25 +123,107 @@ class TestFiles:
         assert config.server.port == 8080
 
 
-class TestCheckConfigCommand:
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "bot", "check-config", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
+class TestInterpolate:
+    def test_a_whole_variable_is_read_as_a_yaml_scalar(self) -> None:
+        env = {"N": "42", "F": "0.5", "B": "true", "S": "[not yaml", "E": ""}
+        assert interpolate("${N}", env) == 42
+        assert interpolate(" ${F} ", env) == 0.5
+        assert interpolate("${B}", env) is True
+        assert interpolate("${S}", env) == "[not yaml"  # left as text
+        assert interpolate("${E}", env) == ""
+        assert interpolate("port ${N}", env) == "port 42"  # part of a text stays text
+        assert interpolate("${MISSING:-7}", env) == 7
+
+    def test_every_string_of_the_tree_and_nothing_else(self) -> None:
+        tree = {"a": ["${X}", {"b": "${X}-${Y:-y}"}], "n": 3, "none": None, "literal": "$X {X}"}
+        assert interpolate(tree, {"X": "x"}) == {
+            "a": ["x", {"b": "x-y"}],
+            "n": 3,
+            "none": None,
+            "literal": "$X {X}",
+        }
+
+    def test_an_unset_variable_in_a_list_names_its_index(self) -> None:
+        with pytest.raises(ConfigFileError) as raised:
+            interpolate({"bot": {"admins": ["ok", "${ADMIN}"]}}, {})
+        assert raised.value.problems == ["bot.admins.1: environment variable ADMIN is not set"]
+
+
+class TestParseMore:
+    def test_nothing_is_the_defaults_and_a_list_is_an_error(self) -> None:
+        assert parse_config(None, {}) == parse_config({}, {})
+        with pytest.raises(ConfigFileError) as raised:
+            parse_config(["server"], {}, source="c.yaml")
+        assert raised.value.problems == ["(top level): expected a mapping of sections"]
+        assert "c.yaml" in str(raised.value)
+
+    def test_port_from_the_environment_must_be_a_number(self) -> None:
+        assert problems({}, {"PORT": "http"}) == ["PORT: not a port number: 'http'"]
+
+    def test_anthropic_providers_default_to_their_own_url(self) -> None:
+        providers = parse_config(
+            {
+                "providers": {
+                    "claude": {"kind": "anthropic", "model": "c"},
+                    "proxy": {"kind": "anthropic", "base_url": "http://127.0.0.1:9/"},
+                }
+            },
+            {},
+        ).providers.all()
+        assert providers["claude"].base_url == ANTHROPIC_BASE_URL
+        assert providers["proxy"].base_url == "http://127.0.0.1:9/"
+        assert providers["openai"].base_url == OPENAI_BASE_URL
+        assert list(providers) == ["openai", "claude", "proxy"]
+
+    def test_a_bad_extra_provider_names_its_key(self) -> None:
+        assert problems({"providers": {"local": {"timeout": 0}}}) == [
+            "providers.local.timeout: input should be greater than 0"
+        ]
+        assert problems({"providers": {"local": {"kind": "openai", "modle": "x"}}}) == [
+            "providers.local.modle: unknown key"
+        ]
+
+    def test_agents_naming_unknown_providers_or_mcp_servers(self) -> None:
+        found = problems(
+            {
+                "agents": {
+                    "list": [
+                        {"id": "a", "provider": "openai", "fallback_provider": "backup"},
+                        {"id": "b", "provider": "gone", "mcp_servers": ["files"]},
+                    ]
+                }
+            }
         )
+        assert found == [
+            "agents.list.0.fallback_provider: unknown provider 'backup' (defined: openai)",
+            "agents.list.1.provider: unknown provider 'gone' (defined: openai)",
+            "agents.list.1.mcp_servers: unknown MCP server 'files' "
+            "(defined under mcp.servers: none)",
+        ]
 
-    def test_invalid_file_exits_non_zero_naming_the_key(self, tmp_path: Path) -> None:
-        path = tmp_path / "bad.yaml"
-        path.write_text("channels:\n  telegram:\n    enabled: true\n")
-        done = self.run("--config", str(path))
-        assert done.returncode == 2
-        assert "channels.telegram.token: field required" in done.stderr
+    def test_errors_of_nested_values_read_like_the_file(self) -> None:
+        assert problems({"bot": {"admins": "alice"}, "server": {"host": None}}) == [
+            "server.host: input should be a valid string",
+            "bot.admins: input should be a valid list",
+        ]
 
-    def test_valid_file_exits_zero(self, tmp_path: Path) -> None:
-        path = tmp_path / "ok.yaml"
-        path.write_text("server:\n  port: 9999\n")
-        done = self.run("--config", str(path))
-        assert done.returncode == 0, done.stderr
-        assert "configuration OK" in done.stdout
+
+class TestDefaultPath:
+    def test_no_file_here_is_the_built_in_defaults(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+        assert load_config(None, {}) == parse_config({}, {})
+
+    def test_the_config_yaml_here_is_read(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "config.yaml").write_text("server:\n  port: ${P:-7001}\n")
+        assert load_config(None, {}).server.port == 7001
+        assert load_config(None, {"P": "7002"}).server.port == 7002
+
+    def test_an_empty_file_is_the_defaults(self, tmp_path: Path) -> None:
+        path = tmp_path / "empty.yaml"
+        path.write_text("# nothing yet\n")
+        assert load_config(path, {}) == parse_config({}, {})

@@ -1,122 +1,22 @@
-"""``loopgate links``, ``loopgate teams`` and ``loopgate tasks``, run in-process against a
-temporary SQLite database: output, exit codes, refused changes without a traceback, the
-unknown-agent warning and the cache_ttl note."""
+"""``loopgate teams`` and ``loopgate tasks`` (``bot/cli/teams.py``), in-process against a
+temporary SQLite database: output, exit codes, refused changes without a traceback and the
+unknown-agent warning."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from agent_core.orchestration.records import AgentLink, LinkDirection, TaskStatus, Team
-from bot import cli
-from bot.storage import SqlOrchestrationStore, open_database
-
-
-class Cli:
-    """``loopgate ... --config <temp config>`` in-process, returning (code, stdout, stderr)."""
-
-    def __init__(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        self.url = f"sqlite+aiosqlite:///{tmp_path / 'orchestration.db'}"
-        self.config = tmp_path / "config.yaml"
-        data = {
-            "database": {"url": self.url},
-            "agents": {"cache_ttl": 42, "list": [{"id": "support"}, {"id": "coder"}]},
-        }
-        self.config.write_text(yaml.safe_dump(data))
-        self.capsys = capsys
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        code = cli.main([*argv, "--config", str(self.config)])
-        captured = self.capsys.readouterr()
-        assert "Traceback" not in captured.err
-        return code, captured.out, captured.err
-
-    def store(self, action: Any) -> Any:
-        """Run ``action(store)`` on the same database, as the server would."""
-
-        async def run() -> Any:
-            async with await open_database(self.url) as db:
-                return await action(SqlOrchestrationStore(db))
-
-        return asyncio.run(run())
+from agent_core.orchestration.records import TaskStatus, Team
+from bot.cli import teams as teams_cli
+from bot.storage import SqlOrchestrationStore
+from tests.cli_support import Cli, table
 
 
 @pytest.fixture
 def lg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
     return Cli(tmp_path, capsys)
-
-
-def table(out: str) -> list[list[str]]:
-    return [line.split() for line in out.splitlines()]
-
-
-# --- links ----------------------------------------------------------------------------------
-
-
-def test_links_add_list_remove(lg: Cli) -> None:
-    code, out, _ = lg("links", "list")
-    assert code == 0 and "no agent links" in out
-    code, out, err = lg("links", "add", "main", "support", "--description", "billing questions")
-    assert code == 0 and err == ""
-    assert "linked main → support (outbound)" in out
-    assert "a running server applies it within agents.cache_ttl (42 s)" in out
-    code, out, err = lg("links", "add", "coder", "main", "--direction", "bidirectional")
-    assert code == 0 and err == ""
-    code, out, _ = lg("links", "list")
-    assert code == 0
-    assert table(out) == [
-        ["SOURCE", "TARGET", "DIRECTION", "DESCRIPTION"],
-        ["coder", "main", "bidirectional"],
-        ["main", "support", "outbound", "billing", "questions"],
-    ]
-    links = lg.store(lambda s: s.links_of("main"))
-    assert AgentLink("main", "support", LinkDirection.OUTBOUND, "billing questions") in links
-
-    code, out, _ = lg("links", "remove", "main", "support")
-    assert code == 0 and "removed link main → support" in out and "cache_ttl (42 s)" in out
-    code, out, err = lg("links", "remove", "main", "support")
-    assert code == 1 and out == "" and "loopgate: no link from main to support" in err
-    assert [k.source for k in lg.store(lambda s: s.list_links())] == ["coder"]
-
-
-def test_links_add_replaces_the_pair(lg: Cli) -> None:
-    lg("links", "add", "main", "support", "--description", "old")
-    code, _, _ = lg("links", "add", "main", "support", "--direction", "inbound")
-    assert code == 0
-    assert lg.store(lambda s: s.list_links()) == [
-        AgentLink("main", "support", LinkDirection.INBOUND, "")
-    ]
-
-
-def test_links_refusals_are_one_line_and_exit_1(lg: Cli) -> None:
-    code, out, err = lg("links", "add", "main", "main")
-    assert (code, out) == (1, "")
-    assert err == "loopgate: an agent can't link to itself (main)\n"
-    code, _, err = lg("links", "add", "main", "no spaces")
-    assert code == 1 and err.startswith("loopgate: invalid agent id 'no spaces'")
-    assert lg.store(lambda s: s.list_links()) == []
-    with pytest.raises(SystemExit) as exit_info:
-        lg("links", "add", "a", "b", "--direction", "sideways")
-    assert exit_info.value.code == 2
-
-
-def test_unknown_agents_are_warned_about_but_still_linked(lg: Cli) -> None:
-    code, out, err = lg("links", "add", "main", "ghost")
-    assert code == 0 and "linked main → ghost" in out
-    assert err.startswith("warning: agent 'ghost' is neither in config.yaml nor stored")
-    assert "'main'" not in err  # "main" always exists
-    assert [k.target for k in lg.store(lambda s: s.list_links())] == ["ghost"]
-    # An agent stored in the database (loopgate agents set) is known too.
-    assert lg("agents", "set", "ghost", "--model", "m")[0] == 0
-    code, _, err = lg("links", "add", "support", "ghost")
-    assert code == 0 and err == ""
-
-
-# --- teams ----------------------------------------------------------------------------------
 
 
 def test_teams_create_list_members_delete(lg: Cli) -> None:
@@ -198,9 +98,6 @@ def test_teams_warn_about_unknown_agents(lg: Cli) -> None:
     assert team.members == ("newbie", "ghost", "support")
 
 
-# --- tasks ----------------------------------------------------------------------------------
-
-
 def test_tasks_list(lg: Cli) -> None:
     code, _, err = lg("tasks", "list", "--team", "dev")
     assert code == 1 and "loopgate: no team 'dev'" in err
@@ -232,3 +129,30 @@ def test_tasks_list(lg: Cli) -> None:
     assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == [first]
     code, out, _ = lg("tasks", "list", "--team", "dev", "--status", "failed")
     assert code == 0 and "team dev has no failed tasks" in out
+
+
+def test_long_titles_and_results_are_cut_to_one_line(lg: Cli) -> None:
+    lg.store(lambda s: s.create_team(Team("dev", "main", ("coder",))))
+    title = "A title\nover   two lines " + "x" * 100
+
+    async def board(s: SqlOrchestrationStore) -> None:
+        task = await s.create_task("dev", title, "", created_by="main", assignee="coder")
+        await s.claim_task(task.id, "coder")
+        await s.finish_task(task.id, "coder", TaskStatus.FAILED, "  \n" + "y" * 300 + "\nz")
+
+    lg.store(board)
+    lg.capsys.readouterr()  # the store's own log lines
+    code, out, _ = lg("tasks", "list", "--team", "dev")
+    assert code == 0
+    header, row, result = out.splitlines()
+    shown = row[header.index("TITLE") :]
+    assert shown.startswith("A title over two lines xx") and shown.endswith("…")
+    assert len(shown) == teams_cli.TITLE_CHARS
+    assert result == "    result: " + "y" * (teams_cli.RESULT_CHARS - 1) + "…"
+
+
+def test_cut() -> None:
+    assert teams_cli._cut("  a \t b  ", 10) == "a b"
+    assert teams_cli._cut("abcdef", 6) == "abcdef"
+    assert teams_cli._cut("abcdefg", 6) == "abcde…"
+    assert teams_cli._first_line("") == ""
