@@ -44,14 +44,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from tests.cluster_processes import ServeCluster, ServeProcess  # noqa: E402
-from tests.fakes.llm_server import FakeLLM, ScriptItem, text  # noqa: E402
-from tests.fakes.slack_events import EventSender, event_callback, message_event  # noqa: E402
-from tests.fakes.slack_server import FakeSlack  # noqa: E402
-from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
-from tests.fakes.zalo_server import FakeZalo, text_event  # noqa: E402
+from tests.cluster_processes import ServeCluster, ServeProcess
+from tests.fakes.llm_server import FakeLLM, ScriptItem, text
+from tests.fakes.slack_events import EventSender, event_callback, message_event
+from tests.fakes.slack_server import FakeSlack
+from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.zalo_server import FakeZalo, text_event
 
 PLATFORMS = ("telegram", "slack", "zalo")
 SLACK_ACK_TIMEOUT = 3.0  # Slack retries an event not acknowledged within 3 s
@@ -183,9 +183,9 @@ class Chaos:
             await asyncio.sleep(0.2)
 
 
-async def settle(chaos: Chaos, timeout: float) -> None:
+async def settle(chaos: Chaos, within: float) -> None:
     """Until every process is up, the inbox holds nothing pending and the answers are stable."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     stable_since, last = 0.0, Counter[str]()
     while time.monotonic() < deadline:
         await asyncio.sleep(0.5)
