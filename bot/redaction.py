@@ -4,7 +4,8 @@ Libraries log what they see: python-telegram-bot and httpx put the bot token in 
 log, uvicorn logs request lines with ``?token=``. Instead of trusting each of them, every
 rendered structlog line and every stdlib log record goes through :func:`redact`, which masks
 each secret the configuration holds (tokens, signing and webhook secrets, API keys,
-``web.token``, the database password) and any ``token=`` query value.
+``web.token``, the database password) and any credential-named query value (``token=``,
+``api_key=``, ``key=``, ``secret=``, ``password=``...).
 
 Stored traces and inbox reasons are masked the same way when written, and the run events the
 web chat relays when sent: an error text quoting a secret (a provider echoing its key, an
@@ -26,7 +27,12 @@ from bot.config.cluster import redis_password
 
 MASK = "***"
 MIN_SECRET_CHARS = 6  # shorter values would mask ordinary words
-_QUERY_TOKEN = re.compile(r"(?i)([?&](?:token|access_token)=)[^&\s\"']+")
+# Query parameters that carry a credential, whoever's URL it is (a provider's key in a URL the
+# configuration does not know, a webhook secret in a request line).
+_QUERY_TOKEN = re.compile(
+    r"(?i)([?&](?:token|access_token|api_key|apikey|key|secret|password|signature|sig)=)"
+    r"[^&\s\"']+"
+)
 
 
 class _Secrets:
