@@ -274,6 +274,17 @@ class TurnRunner:
             log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
 
     async def _run(self, job: Job) -> RunResult:
+        """The agent's run; a crash of the agent (a bug, not a provider error, which the loop
+        turns into a failed result itself) is a failed run too: the user gets the apology, and
+        the entry's reason names the run, not the delivery."""
+        try:
+            return await self._run_agent(job)
+        except Exception as exc:
+            log.exception("run.crashed", run_id=job.run_id, session_key=job.session_key)
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            return RunResult(run_id=job.run_id, status=RunStatus.FAILED, error=error)
+
+    async def _run_agent(self, job: Job) -> RunResult:
         msg = job.message
         try:
             loop = await self.router.resolve(job.agent_id)

@@ -225,6 +225,18 @@ class TestFailure:
         state, reason, _, _ = await turn.entry(job)
         assert (state, reason) == (InboxState.FAILED, "run: model down")
 
+    async def test_an_agent_that_crashes_gets_the_apology_and_names_the_run(
+        self, inbox: SqlInbox
+    ) -> None:
+        turn = Turn(inbox)
+        turn.agent.script(RuntimeError("bug in a tool"))
+        job = await turn.job()
+        result = await turn.execute(job)
+        assert result is not None and result.status is RunStatus.FAILED
+        assert turn.channel.texts() == [turn.config.error_reply]
+        state, reason, _, _ = await turn.entry(job)
+        assert (state, reason) == (InboxState.FAILED, "run: RuntimeError: bug in a tool")
+
     async def test_silent_errors_send_nothing(self, inbox: SqlInbox) -> None:
         turn = Turn(inbox, silent_errors=True)
         turn.agent.script(failed())
