@@ -282,6 +282,10 @@ class Gateway:
             except Exception as exc:  # still announced, just not durable
                 log.warning("announce.not_stored", task_id=child.task_id, error=str(exc))
                 job.started = False
+            else:
+                if job.inbox_id is None:  # this task's result was announced before
+                    log.info("announce.duplicate", task_id=child.task_id)
+                    return
         log.info("announce.queued", task_id=child.task_id, session_key=job.session_key)
         self.scheduler.submit(job)
 

@@ -573,6 +573,16 @@ class TestAnnounce:
                 ("next", InboxState.ANSWERED),
             ]
 
+    async def test_the_same_result_announced_twice_runs_once(self, inbox: SqlInbox) -> None:
+        async with gateway(inbox=inbox) as h:
+            news = announcement(message("in the background", message_id="m-1"))
+            await h.gateway.announce(news)
+            await h.gateway.announce(news)  # e.g. a retried hand-over of the same task
+            await h.channel.wait_for(lambda: h.channel.texts())
+            await settled((await h.queued("next")).done)
+            assert h.agent.asked() == [news.text, "next"]
+            assert len(await entries(inbox)) == 2
+
     async def test_no_reply_to_an_announcement_sends_nothing(self) -> None:
         async with gateway() as h:
             h.agent.script("NO_REPLY", "after")
