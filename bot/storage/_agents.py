@@ -87,10 +87,14 @@ class SqlAgentStore:
 
 
 def _to_values(agent: AgentConfig) -> dict[str, Any]:
-    data = agent.model_dump(mode="json", exclude={"id"})
-    values: dict[str, Any] = {name: data.pop(name) for name in _COLUMNS}
+    full = agent.model_dump(mode="json", exclude={"id"})
+    values: dict[str, Any] = {name: full[name] for name in _COLUMNS}
     values["system_prompt"] = clean_optional(values["system_prompt"])
-    values["settings"] = {k: v for k, v in data.items() if v is not None}
+    # Only what the agent sets, down to the keys of a section: a section such as
+    # evolution_guardrails overrides agents.defaults key by key, so a key stored with its
+    # default value would override the operator's default after a round trip.
+    partial = agent.model_dump(mode="json", exclude={"id", *_COLUMNS}, exclude_unset=True)
+    values["settings"] = {k: v for k, v in partial.items() if v is not None}
     return values
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from sqlalchemy import update
 from structlog.testing import capture_logs
 
@@ -93,12 +92,6 @@ async def test_writes_are_logged(db: Database) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="possible bug: upsert stores nested sections with every key (model_dump without "
-    "exclude_unset), so after a round trip an agent's partial evolution_guardrails override "
-    "every key of agents.defaults, not only the keys it set",
-)
 async def test_a_stored_partial_section_still_overrides_key_by_key(db: Database) -> None:
     store = SqlAgentStore(db)
     defaults = AgentDefaults.model_validate({"evolution_guardrails": {"locked_params": ["soul"]}})
