@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from agent_core.workspace import (
 
 MAX_READ_CHARS = 100_000  # read_file reads no more of a file than this, however big it is
 MAX_LIST_ENTRIES = 500
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # valid in a JSON string, never in UTF-8
 
 
 def _path_arg(args: dict[str, Any], tool: str, *, default: str | None = None) -> str:
@@ -93,7 +95,7 @@ async def _write_file(args: dict[str, Any], ctx: ToolContext) -> str:
     if not isinstance(content, str):
         raise ToolError("write_file", "argument 'content' (string) is required")
     # Lone surrogates (possible in JSON) can't be UTF-8: they become U+FFFD, not a crash.
-    data = content.encode("utf-8", errors="replace")
+    data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8")
     if len(data) > ctx.max_file_bytes:
         raise ToolError(
             "write_file",
