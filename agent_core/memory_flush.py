@@ -43,7 +43,8 @@ class FlushResult:
 
     @property
     def silent(self) -> bool:
-        return is_no_reply(self.content)
+        """The flush ran to its end and had nothing to say (a failure is not silence)."""
+        return self.error is None and not self.timed_out and is_no_reply(self.content)
 
 
 def flush_window(messages: Sequence[Message], window: int) -> list[Message]:

@@ -119,6 +119,7 @@ class TestRunMemoryFlush:
         result, _ = await flush(tmp_path, provider)
         assert result.error == "502 bad gateway"
         assert result.iterations == 1 and result.content == ""
+        assert not result.silent  # a failure, not "nothing to save"
 
     async def test_stops_after_max_iterations(self, tmp_path: Path) -> None:
         reads = [tool_calls(call("read_file", {"path": "MEMORY.md"})) for _ in range(3)]
@@ -132,4 +133,4 @@ class TestRunMemoryFlush:
         provider = ScriptedProvider(reply("too late"), delay=30.0)
         result, _ = await flush(tmp_path, provider, timeout=0.05)
         assert result.timed_out and result.content == ""
-        assert result.error is None
+        assert result.error is None and not result.silent
