@@ -2,10 +2,10 @@
 
 ChannelError
 ├── RetryAfter          HTTP 429 / error_code 429: not accepted, safe to resend after the delay
-├── Forbidden
+├── Forbidden           403 / error_code 403: the bot may not do this (blocked, not a member)
 │   └── ZaloTokenInvalid    401 or error_code 401: the bot token is wrong or was reset
 ├── BadRequest          400 and every other refusal we can't fix by retrying
-└── ZaloError           the rest, each carrying what we know
+└── ZaloError           a 2xx answer that is no JSON envelope; the rest below
     ├── ZaloPollIdle        408 on getUpdates: the long poll ended without an event (normal)
     ├── ZaloServerError     5xx: the platform failed; ``status`` tells whether it may have acted
     └── ZaloNetworkError    no HTTP answer; ``request_sent`` says whether the server may have
