@@ -234,7 +234,7 @@ class TestChatActions:
 
     async def test_a_refused_reaction_raises(self, tg: FakeTelegram) -> None:
         async with started(tg) as channel:
-            with pytest.raises(BadRequest, match="(?i)reaction_invalid"):
+            with pytest.raises(BadRequest, match=r"(?i)reaction_invalid"):
                 await channel.add_reaction(MessageRef(chat=DM, message_id="77"), "🍕")
 
 
