@@ -30,6 +30,11 @@ def connection(
     return ServerConnection(spec, changed=sink.append, **{**settings, **options})
 
 
+def state(conn: ServerConnection) -> ServerState:
+    """Read afresh (the connection's own task changes it)."""
+    return conn.state
+
+
 @asynccontextmanager
 async def started(conn: ServerConnection) -> AsyncIterator[ServerConnection]:
     conn.start()
@@ -71,7 +76,7 @@ async def test_a_ready_server_offers_its_tools_and_announces_them() -> None:
         assert await conn.call("demo__echo", "echo", {"text": "hi"}) == "hi"
         conn.start()  # already running: no second supervisor
         assert changes == ["demo"]
-    assert conn.state is ServerState.STOPPED and conn.tools == []
+    assert state(conn) is ServerState.STOPPED and conn.tools == []
     with pytest.raises(ToolError, match="was shut down"):
         await conn.call("demo__echo", "echo", {"text": "x"})
     conn.start()  # a closed connection does not come back
@@ -124,7 +129,7 @@ async def test_a_late_end_of_an_earlier_connection_does_not_end_the_current_one(
         assert conn.state is ServerState.READY
         assert await conn.call("demo__echo", "echo", {"text": "still"}) == "still"
         conn._stream_ended(conn._generation)
-        assert conn.state is ServerState.RESTARTING
+        assert state(conn) is ServerState.RESTARTING
         assert conn.error == "the server process exited"
         await wait_until(lambda: conn.state is ServerState.READY)
         assert conn.restarts == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client, types
 from mcp.client.stdio import StdioServerParameters
-from mcp.server.lowlevel.server import Server, ServerRequestContext
+from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 

@@ -49,7 +49,7 @@ async def test_a_hello_counts_a_connection_and_other_messages_do_not(slack: Fake
         async def listener(_: object, request: SocketModeRequest) -> None:
             received.append(request.envelope_id)
 
-        socket.socket_mode_request_listeners.append(listener)  # type: ignore[arg-type]
+        socket.socket_mode_request_listeners.append(listener)
         # A key named "hello" early in the frame: looks like a hello to a quick scan, is not one.
         envelope = await slack.push({"hello": True, "event": message_event("hi")})
         await wait_until(lambda: received == [envelope])

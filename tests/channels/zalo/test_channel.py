@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,10 +22,7 @@ from tests.inbound_support import ZALO_SECRET, Handler, MemorySeen, running_zalo
 
 
 def message(**fields: Any) -> ZaloMessage:
-    return ZaloMessage(
-        **{"message_id": "m1", "chat_id": "u1", "chat_type": "PRIVATE", "sender": ZaloUser("u1")}
-        | fields
-    )
+    return replace(ZaloMessage("m1", "u1", "PRIVATE", ZaloUser("u1")), **fields)
 
 
 @asynccontextmanager
