@@ -14,7 +14,6 @@ import pytest
 
 from agent_core.messages import Message, ToolCall, Usage
 from agent_core.providers import Delta, ModelRequest, OpenAICompatProvider, Provider, ToolSpec
-from agent_core.providers._transport import env_proxy
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.provider_support import API_KEY, Collector, ask
 
@@ -255,15 +254,3 @@ async def test_passed_in_session_is_not_closed(llm: FakeLLM) -> None:
     await own.complete(ask())  # its own session is made on first use, in the running loop
     await own.aclose()
     assert own._endpoint._session is not None and own._endpoint._session.closed
-
-
-def test_proxy_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-    assert env_proxy("https://api.openai.com/v1/chat/completions") is None
-
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.local:3128")
-    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
-    assert env_proxy("https://api.openai.com/v1/chat/completions") == "http://proxy.local:3128"
-    assert env_proxy("http://127.0.0.1:11434/v1/chat/completions") is None

@@ -16,12 +16,10 @@ from email.utils import formatdate
 import aiohttp
 import httpx
 import pytest
-from multidict import CIMultiDict, CIMultiDictProxy
 from structlog.testing import capture_logs
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
 from agent_core.providers import Delta, OpenAICompatProvider
-from agent_core.providers._openai_compat import parse_retry_after
 from tests.fakes.llm_server import FakeLLM, delay, error, stream_error, text
 from tests.provider_support import API_KEY, Collector, ask
 from tests.raw_http import Handler, http_response, raw_server, read_request, sends
@@ -171,19 +169,6 @@ async def test_no_retry_inside_provider(llm: FakeLLM, provider: OpenAICompatProv
 
     assert len(llm.chat_requests) == 1
     assert llm.remaining == 1
-
-
-def test_parse_retry_after_variants() -> None:
-    assert parse_retry_after(httpx.Headers({"Retry-After": "2.5"})) == 2.5
-    assert parse_retry_after(httpx.Headers({"retry-after-ms": "1500"})) == 1.5
-    assert parse_retry_after(httpx.Headers({"Retry-After": "Mon, 01 Jan 2001 00:00:00 GMT"})) == 0
-    assert parse_retry_after(httpx.Headers({"Retry-After": "soon"})) is None
-    assert parse_retry_after(httpx.Headers()) is None
-
-    # aiohttp's headers: a case-insensitive multidict.
-    headers = CIMultiDictProxy(CIMultiDict({"Retry-After": "3", "X-Other": "1"}))
-    assert parse_retry_after(headers) == 3.0
-    assert parse_retry_after(CIMultiDictProxy(CIMultiDict({"Retry-After-Ms": "250"}))) == 0.25
 
 
 async def test_wrong_key_is_401_provider_error() -> None:
