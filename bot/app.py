@@ -36,6 +36,8 @@ from bot.pipeline.run_registry import ChildRegistration, LocalRunRegistry, RunRe
 from bot.platforms import PlatformDeps, build_platform_channels
 from bot.platforms.startup import ChannelStarter
 from bot.redaction import register_secrets, secrets_of
+from bot.scheduling.jobs import ChatCronJobs
+from bot.scheduling.service import Scheduling
 from bot.storage import (
     Database,
     SqlAgentStore,
@@ -46,6 +48,7 @@ from bot.storage import (
     SqlTraceStore,
     open_database,
 )
+from bot.storage.cron import SqlCronJobs
 from bot.storage.inbox import SqlInbox
 from bot.storage.memory_index import SqlMemoryIndex
 from channels import Channel
@@ -93,6 +96,8 @@ class Loopgate:
         self.mcp = McpManager(config.mcp.specs(), lazy=config.mcp.startup == "lazy")
         self.channel_starter = ChannelStarter()
         self._evolution: EvolutionService | None = None
+        self.scheduling: Scheduling | None = None
+        """Scheduled jobs and heartbeats (bot/scheduling); None without the inbox."""
 
     @property
     def gateway(self) -> Gateway:
@@ -129,6 +134,8 @@ class Loopgate:
             await self.cluster.start()
         sessions = SqlSessionStore(self._db)
         orchestration = SqlOrchestrationStore(self._db)
+        # Scheduled jobs need the inbox (their occurrences are inbox entries).
+        cron_jobs = SqlCronJobs(self._db) if self.durable else None
         # A server that fails to start degrades the service (``/healthz``) and is retried in
         # the background; its agents run without its tools meanwhile.
         self._stack.push_async_callback(self.mcp.aclose)
@@ -145,6 +152,7 @@ class Loopgate:
             tasks=orchestration,
             mcp=self.mcp,
             locks=self.cluster.locks if self.cluster is not None else None,
+            cron=ChatCronJobs(cron_jobs) if cron_jobs is not None else None,
         )
         # New or changed MCP tools reach each agent the next time it is resolved.
         self.mcp.on_change(lambda _server: router.invalidate())
@@ -195,6 +203,11 @@ class Loopgate:
             await self._replay(gateway, self.inbox)
         for channel in channels:
             await self._start_channel(channel)
+        if cron_jobs is not None:
+            # After the channels: an occurrence due at start-up is sent like a new message.
+            self.scheduling = Scheduling(self.config, cron_jobs, gateway)
+            self._stack.push_async_callback(self.scheduling.aclose)
+            await self.scheduling.start()
         log.info("loopgate.started", channels=sorted(gateway.channels), db=self._db.safe_url)
 
     async def _replay(self, gateway: Gateway, inbox: SqlInbox) -> None:
