@@ -113,6 +113,8 @@ class Ticker:
         self.batch = batch
         self.wake = asyncio.Event()
         """Set to tick at once (``loopgate cron run`` through the dashboard)."""
+        self.passes = 0
+        """Passes completed (health, and tests that wait for the next one)."""
 
     async def run_forever(self, every: float = TICK_SECONDS) -> None:
         while True:
@@ -133,6 +135,7 @@ class Ticker:
             for job in due:
                 await self._occur(job, now, report)
             if len(due) < self.batch:
+                self.passes += 1
                 return report
 
     async def _occur(self, job: StoredCronJob, now: datetime, report: TickReport) -> None:
