@@ -6,10 +6,14 @@ import asyncio
 from contextlib import suppress
 from datetime import UTC, datetime
 
+import structlog
+
 from bot.config import Config
 from bot.scheduling.heartbeat import ActiveHours, sync_heartbeats
 from bot.scheduling.ticker import TICK_SECONDS, Intake, Ticker
 from bot.storage.cron import SqlCronJobs
+
+log = structlog.get_logger(__name__)
 
 
 class Scheduling:
@@ -23,6 +27,10 @@ class Scheduling:
         """Heartbeats first, then the ticker, whose first pass catches up on what came due
         while the service was down."""
         await sync_heartbeats(self.config, self.jobs, datetime.now(UTC))
+        try:  # done before start-up ends, so what came due while down goes first
+            await self.ticker.tick()
+        except Exception as exc:  # the ticker's next pass tries again
+            log.warning("cron.tick_failed", error=repr(exc))
         self._task = asyncio.create_task(self.ticker.run_forever(every), name="cron:ticker")
 
     async def aclose(self) -> None:
