@@ -249,6 +249,8 @@ class ServeCluster:
     """Extra ``channels.telegram`` keys (e.g. ``rate_limit``)."""
     bot: dict[str, Any] = field(default_factory=dict)
     """Extra ``bot`` keys."""
+    sections: dict[str, Any] = field(default_factory=dict)
+    """Further top-level sections (e.g. ``cron``)."""
     processes: list[ServeProcess] = field(default_factory=list)
     _db: Database | None = None
     _http: httpx.AsyncClient | None = None
@@ -293,6 +295,7 @@ class ServeCluster:
                 **self.bot,
             },
             "logging": {"level": "info"},
+            **self.sections,
         }
         self.config_path.write_text(yaml.safe_dump(data, allow_unicode=True))
         return self.config_path
@@ -464,6 +467,12 @@ class ServeCluster:
         async with self._db.engine.connect() as conn:
             rows = (await conn.execute(text(query + " ORDER BY id"), params)).mappings().all()
         return [dict(row) for row in rows]
+
+    @property
+    def db(self) -> Database:
+        """The shared schema, as the processes see it."""
+        assert self._db is not None, "not started"
+        return self._db
 
     async def pending(self) -> list[dict[str, Any]]:
         return [r for r in await self.inbox() if r["state"] in ("queued", "running")]
