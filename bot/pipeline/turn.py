@@ -34,7 +34,7 @@ from bot.pipeline.streaming import StreamedReply
 from bot.pipeline.streaming.reply import StreamClock
 from bot.pipeline.typing_indicator import TypingIndicator
 from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
-from channels import Channel, ProgressReporter
+from channels import Channel, InboundMessage, ProgressReporter
 
 log = structlog.get_logger(__name__)
 
@@ -185,7 +185,7 @@ class TurnRunner:
             job.run_id,
             options=job.stream,
             clock=self.stream_clock,
-            reply_to=msg.message_id if msg.chat.chat_type.value == "group" else None,
+            reply_to=_reply_to(msg),
             on_visible=typing.stop,  # typing stops when the first text is visible
         )
 
@@ -277,7 +277,7 @@ class TurnRunner:
     ) -> tuple[InboxState, str | None]:
         """Send the answer; returns how the inbox entry ends."""
         msg = job.message
-        reply_to = msg.message_id if msg.chat.chat_type.value == "group" else None
+        reply_to = _reply_to(msg)
         if result.status is RunStatus.FAILED:
             # The user gets a short apology; the details are in the log and the trace.
             log.warning("run.error_reply", run_id=job.run_id, error=result.error)
@@ -353,6 +353,11 @@ class TurnRunner:
                 reporter.show_progress(job.reactions.message, None, helpers=helpers)
 
         return on_event
+
+
+def _reply_to(msg: InboundMessage) -> str | None:
+    """A group answer quotes its message; a heartbeat's turn has none to quote."""
+    return msg.message_id if msg.chat.chat_type.value == "group" and msg.message_id else None
 
 
 def cron_note(metadata: Mapping[str, object]) -> str:

@@ -8,6 +8,7 @@ processes in ``tests/bot/scheduling/test_cluster.py``.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,54 @@ async def test_a_slack_reminder(tmp_path: Path, llm: FakeLLM, slack: FakeSlack) 
         await next_passes(app)
     assert [p.text for p in slack.posts] == ["Noted.", "Standup in _5 minutes_!"]
     assert {p.channel for p in slack.posts} == {"D1"}
+
+
+async def test_a_heartbeat_speaks_only_when_there_is_something_to_say(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    llm.route(CRON_RUN, text("NO_REPLY"), text("The build is **broken**."))
+    heartbeat = {"every": "1s", "chat": "telegram:42"}
+    config = make_config(
+        tmp_path,
+        llm,
+        channels={"telegram": telegram_section(tg)},
+        agents={"main": {"heartbeat": heartbeat}},
+    )
+    async with Loopgate(config) as app:
+        await tg.wait_for(lambda: tg.texts(), timeout=15)
+        beats = await SqlCronJobs(app.db).list()
+        await app.drain(grace=5)
+    assert tg.texts() == ["The build is <b>broken</b>."]  # the first beat said NO_REPLY
+    [job] = beats
+    assert job.id == "heartbeat-main" and job.chat == "telegram:42"
+    first, second = cron_requests(llm)[:2]
+    assert "HEARTBEAT.md" in first["messages"][-1]["content"]
+    assert "scheduled job heartbeat-main" in first["messages"][0]["content"]
+    assert [m["role"] for m in second["messages"]] == ["system", "user"]  # starts fresh
+
+
+async def test_a_heartbeat_outside_its_active_hours_is_skipped(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    now = datetime.now(UTC)
+    # A one-hour window that ended an hour ago (UTC): every beat now falls outside it.
+    hours = f"{(now - timedelta(hours=2)):%H:00}-{(now - timedelta(hours=1)):%H:00}"
+    heartbeat = {"every": "1s", "chat": "telegram:42", "active_hours": hours}
+    config = make_config(
+        tmp_path,
+        llm,
+        channels={"telegram": telegram_section(tg)},
+        agents={"main": {"heartbeat": heartbeat}},
+    )
+    async with Loopgate(config) as app:
+
+        async def skipped() -> bool:
+            job = await SqlCronJobs(app.db).get("heartbeat-main")
+            return job is not None and bool(job.last_outcome) and job.last_run_at is not None
+
+        await wait_until(skipped, timeout=15)
+        job = await SqlCronJobs(app.db).get("heartbeat-main")
+        await next_passes(app)
+    assert job is not None and job.last_outcome is not None
+    assert job.last_outcome.startswith(f"skipped: outside active hours {hours} (UTC)")
+    assert cron_requests(llm) == [] and tg.texts() == []
