@@ -36,6 +36,8 @@ from channels import InboundMessage
 log = structlog.get_logger(__name__)
 
 TICK_SECONDS = 1.0
+MIN_WAIT = 0.005
+"""Between passes at least: a timer that fires a moment early finds its job not quite due."""
 MAX_FOLDED = 100_000
 """Occurrences a pass looks back over for one job (a minutely job down for two months)."""
 
@@ -118,13 +120,27 @@ class Ticker:
 
     async def run_forever(self, every: float = TICK_SECONDS) -> None:
         while True:
+            wait = every
             try:
-                await self.tick()
+                report = await self.tick()
+                wait = await self._until_next(every, retrying=report.failed > 0)
             except Exception as exc:  # the database is down: the next pass tries again
                 log.warning("cron.tick_failed", error=repr(exc))
             with suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=every)
+                await asyncio.wait_for(self.wake.wait(), timeout=wait)
             self.wake.clear()
+
+    async def _until_next(self, every: float, *, retrying: bool) -> float:
+        """Seconds to the next pass: the soonest job's due time, at most ``every`` (a job
+        another process adds is seen within it). When this pass failed to store something,
+        what is still due waits the whole period: no busy loop."""
+        at = await self.jobs.next_due_at()
+        if at is None:
+            return every
+        left = (at - self.clock()).total_seconds()
+        if left <= 0:  # came due during this pass, or the timer woke a moment early
+            return every if retrying else MIN_WAIT
+        return min(every, left + MIN_WAIT)
 
     async def tick(self) -> TickReport:
         """One pass over what is due now."""

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent_core import parse_schedule
-from bot.scheduling.ticker import Ticker, TickReport, missed_key, occurrence_key
+from bot.scheduling.ticker import MIN_WAIT, Ticker, TickReport, missed_key, occurrence_key
 from bot.storage import Database
 from bot.storage.cron import SqlCronJobs, StoredCronJob
 from channels import ChatRef, ChatType, InboundMessage, Sender
@@ -232,3 +232,19 @@ async def test_more_due_jobs_than_one_batch(jobs: SqlCronJobs) -> None:
     intake = Intake()
     report = await ticker(jobs, intake, Clock(T0 + timedelta(minutes=1)), batch=3).tick()
     assert report.fired == 7 and len(intake.keys) == 7
+
+
+async def test_the_next_pass_comes_when_the_soonest_job_is_due(jobs: SqlCronJobs) -> None:
+    clock = Clock(T0)
+    tick = ticker(jobs, Intake(), clock)
+    assert await tick._until_next(1.0, retrying=False) == 1.0  # nothing scheduled
+    await add(jobs, "in 1m", first=T0 + timedelta(seconds=30))
+    assert await tick._until_next(1.0, retrying=False) == 1.0  # not sooner than the period
+    soon = await add(jobs, "in 1m", first=T0 + timedelta(milliseconds=200))
+    assert await tick._until_next(1.0, retrying=False) == pytest.approx(0.205)
+    clock.now = T0 + timedelta(seconds=1)  # due already (the timer woke a moment early)
+    assert await tick._until_next(1.0, retrying=False) == MIN_WAIT
+    # A pass that failed to store it retries at the normal pace, not in a busy loop.
+    assert await tick._until_next(1.0, retrying=True) == 1.0
+    await jobs.set_paused(soon.id, True)
+    assert await tick._until_next(1.0, retrying=False) == 1.0  # a paused job is not waited for
