@@ -24,14 +24,17 @@ class Scheduling:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, every: float = TICK_SECONDS) -> None:
-        """Heartbeats first, then the ticker, whose first pass catches up on what came due
-        while the service was down."""
-        await sync_heartbeats(self.config, self.jobs, datetime.now(UTC))
-        try:  # done before start-up ends, so what came due while down goes first
-            await self.ticker.tick()
-        except Exception as exc:  # the ticker's next pass tries again
-            log.warning("cron.tick_failed", error=repr(exc))
-        self._task = asyncio.create_task(self.ticker.run_forever(every), name="cron:ticker")
+        """In the background, start-up does not wait for it: the heartbeats from config.yaml,
+        then the ticker, whose first pass catches up on what came due while the service was
+        down (``cron.started`` is logged when it is done)."""
+        self._task = asyncio.create_task(self._run(every), name="cron:ticker")
+
+    async def _run(self, every: float) -> None:
+        try:
+            await sync_heartbeats(self.config, self.jobs, datetime.now(UTC))
+        except Exception as exc:  # the jobs already stored still run
+            log.warning("cron.heartbeats_failed", error=repr(exc))
+        await self.ticker.run_forever(every)
 
     async def aclose(self) -> None:
         if self._task is not None:

@@ -50,6 +50,11 @@ class Enqueued(Protocol):
 class Intake(Protocol):
     """Where an occurrence goes (:meth:`bot.pipeline.gateway.Gateway.enqueue`)."""
 
+    @property
+    def accepting(self) -> bool:
+        """False while the service shuts down: nothing is fired, the next process does it."""
+        ...
+
     def has_channel(self, name: str) -> bool: ...
 
     async def enqueue(
@@ -123,6 +128,13 @@ class Ticker:
             wait = every
             try:
                 report = await self.tick()
+                if self.passes == 1:  # the start-up pass: what came due while down
+                    log.info(
+                        "cron.started",
+                        fired=report.fired,
+                        missed=report.missed,
+                        skipped=report.skipped,
+                    )
                 wait = await self._until_next(every, retrying=report.failed > 0)
             except Exception as exc:  # the database is down: the next pass tries again
                 log.warning("cron.tick_failed", error=repr(exc))
@@ -145,6 +157,8 @@ class Ticker:
     async def tick(self) -> TickReport:
         """One pass over what is due now."""
         report = TickReport()
+        if not self.intake.accepting:
+            return report
         now = self.clock()
         while True:
             due = await self.jobs.due(now, self.batch)

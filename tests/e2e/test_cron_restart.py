@@ -146,9 +146,9 @@ async def test_down_past_catch_up_is_missed_and_told_once(tmp_path: Path) -> Non
             await tg.wait_for(lambda: len(tg.texts(42)) == 2, timeout=15)
             await svc.stop()
             assert "cron.missed" in svc.log(), svc.log()
-            # Started again: the start-up pass (done before loopgate.started) tells nobody.
+            # Started again: the start-up pass tells nobody this time.
             await svc.start({"telegram"})
-            await until(lambda: "loopgate.started" in svc.log(), svc.log)
+            await until(lambda: "cron.started" in svc.log(), svc.log)
             await svc.stop()
             [after] = await jobs(tmp_path, config)
 

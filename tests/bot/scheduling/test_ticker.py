@@ -32,6 +32,7 @@ class Intake:
     channels: set[str] = field(default_factory=lambda: {"telegram"})
     keys: dict[str, tuple[InboundMessage, str | None]] = field(default_factory=dict)
     failing: bool = False
+    accepting: bool = True
 
     def has_channel(self, name: str) -> bool:
         return name in self.channels
@@ -215,6 +216,14 @@ async def test_skip_and_a_missing_channel_move_the_job_on(jobs: SqlCronJobs) -> 
     assert report.failed == 1 and not intake.keys
     failed = await jobs.get(skipped.id)
     assert failed is not None and failed.last_outcome == "failed: channel 'telegram' not enabled"
+
+
+async def test_nothing_fires_while_the_service_shuts_down(jobs: SqlCronJobs) -> None:
+    job = await add(jobs, "in 1m")
+    intake, clock = Intake(accepting=False), Clock(T0 + timedelta(minutes=2))
+    assert await ticker(jobs, intake, clock).tick() == TickReport()
+    still = await jobs.get(job.id)
+    assert still is not None and still.next_run_at == job.next_run_at  # the next process's
 
 
 async def test_paused_jobs_wait(jobs: SqlCronJobs) -> None:
