@@ -27,6 +27,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from agent_core.errors import AgentError
+
 FORMATS = (
     "'in 30s' / 'in 10m' / 'in 2h' / 'in 1d' (once), 'at 2026-12-05T09:00' (once, ISO 8601), "
     "'every 30m' (repeating) or a five-field cron expression such as '0 9 * * 1-5' (repeating)"
@@ -40,7 +42,7 @@ _CRON_GAPS_CHECKED = 24
 short gap of ``0,1 9 * * *`` or ``*/5 9-17 * * 1-5``."""
 
 
-class ScheduleError(ValueError):
+class ScheduleError(AgentError, ValueError):
     """A schedule the job can't have; the message says why and what to write instead."""
 
 
