@@ -33,6 +33,13 @@ from agent_core.messages import Message, SessionHistory, ToolCall, Usage
 from agent_core.prompt import PromptContext, find_skills, render_with_markers
 from agent_core.run import RunRequest, RunResult, RunStatus, is_no_reply
 from agent_core.sanitize import sanitize_output
+from agent_core.schedules import (
+    Schedule,
+    ScheduleError,
+    ScheduleKind,
+    parse_schedule,
+    time_zone,
+)
 from agent_core.self_evolution import add_self_evolution_tools
 from agent_core.settings import (
     AgentSettings,
@@ -75,6 +82,9 @@ __all__ = [
     "RunRequest",
     "RunResult",
     "RunStatus",
+    "Schedule",
+    "ScheduleError",
+    "ScheduleKind",
     "SessionHistory",
     "SessionStore",
     "SharedLocks",
@@ -94,10 +104,12 @@ __all__ = [
     "finish_despite_cancel",
     "is_no_reply",
     "memory_tools",
+    "parse_schedule",
     "query_terms",
     "render_tree",
     "render_with_markers",
     "safe_preview",
     "sanitize_output",
+    "time_zone",
     "truncate_for_prompt",
 ]

@@ -125,6 +125,7 @@ class Loop:
             self.settings.id,
             parent_trace_id=request.parent_trace_id,
             parent_span_id=request.parent_span_id,
+            cron_job=request.cron_job_id,
         )
         await self._emit(request, EventType.RUN_STARTED, message=request.message)
         state: RunState | None = None

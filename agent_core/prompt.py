@@ -26,6 +26,7 @@ from agent_core.bootstrap import (
 from agent_core.mcp.prompt import is_mcp, mcp_tools
 from agent_core.orchestration.records import WorkspaceScope
 from agent_core.run import NO_REPLY, RunRequest
+from agent_core.schedules import time_zone
 from agent_core.self_evolution import self_evolution
 from agent_core.settings import AgentSettings
 from agent_core.skills import Skill, discover_skills, skill_location
@@ -203,7 +204,11 @@ def user_identity(ctx: PromptContext) -> str | None:
 
 
 def time_section(ctx: PromptContext) -> str:
-    return f"## Time\nCurrent date and time (UTC): {ctx.now:%Y-%m-%d %H:%M}."
+    # In the agent's zone (``cron.timezone``), so "tomorrow at 9" means the user's 9 o'clock.
+    zone = ctx.settings.timezone
+    local = ctx.now.astimezone(time_zone(zone)) if zone != "UTC" else ctx.now
+    offset = "" if zone == "UTC" else f", UTC{local:%z}"
+    return f"## Time\nCurrent date and time ({zone}{offset}): {local:%A %Y-%m-%d %H:%M}."
 
 
 def channel_formatting(ctx: PromptContext) -> str | None:

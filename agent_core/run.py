@@ -45,6 +45,11 @@ class RunRequest:
     workspace: Path | None = None  # replaces the default workspace (team task, delegation)
     extra_roots: tuple[Path, ...] = ()  # also reachable by absolute path
     team_task_id: str | None = None  # the team task this run was dispatched for
+    cron_job_id: str | None = None
+    """A scheduled job's run (``agent_core/tools/cron.py``): its trace is marked with the id."""
+    history_turns: int | None = None
+    """Past user turns the model sees, replacing the agent's ``history_limit`` (0: none, so a
+    repeating job's context does not grow without end)."""
     origin: Any = field(default=None, compare=False)
     """Opaque to the agent core: where the run came from (the bot's chat). Background results
     are announced back with it."""

@@ -56,9 +56,11 @@ async def prepare_run(
         team_workspace=place.team,
     )
     messages = [Message.system(system)]
-    if history.summary:
-        messages += summary_messages(history.summary)
-    messages += prepare_history(history.messages, settings.history_limit)
+    turns = settings.history_limit if request.history_turns is None else request.history_turns
+    if turns > 0:  # 0 for this run (a scheduled job's): no history, no summary of it
+        if history.summary:
+            messages += summary_messages(history.summary)
+        messages += prepare_history(history.messages, turns)
     user = Message.user(bound_input(request.message, settings.max_message_chars))
     messages.append(user)
     state = RunState(

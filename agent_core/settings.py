@@ -83,6 +83,7 @@ class AgentSettings:
     context_window: int = CONTEXT_WINDOW
     max_message_chars: int = MAX_MESSAGE_CHARS
     history_limit: int = HISTORY_LIMIT_TURNS
+    timezone: str = "UTC"  # the prompt's Time section and the cron tool's schedules
     system_prompt: str = ""  # operator's extra instructions, appended to the built prompt
     temperature: float | None = None
     max_tokens: int | None = None

@@ -104,7 +104,9 @@ def new_trace(
     *,
     parent_trace_id: str | None = None,
     parent_span_id: str | None = None,
+    cron_job: str | None = None,
 ) -> Trace:
+    """``cron_job``: a scheduled job's run; its root span says so (``run=cron``, the job id)."""
     trace = Trace(
         id=uuid.uuid4().hex,
         run_id=run_id,
@@ -114,7 +116,8 @@ def new_trace(
         parent_trace_id=parent_trace_id,
         parent_span_id=parent_span_id,
     )
-    trace.start_span(SpanKind.AGENT, agent_id, session_key=session_key)
+    marks = {} if cron_job is None else {"run": "cron", "cron_job": cron_job}
+    trace.start_span(SpanKind.AGENT, agent_id, session_key=session_key, **marks)
     return trace
 
 

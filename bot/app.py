@@ -37,6 +37,8 @@ from bot.pipeline.run_registry import ChildRegistration, LocalRunRegistry, RunRe
 from bot.platforms import PlatformDeps, build_platform_channels
 from bot.platforms.startup import ChannelStarter
 from bot.redaction import register_secrets, secrets_of
+from bot.scheduling.jobs import ChatCronJobs
+from bot.scheduling.service import Scheduling
 from bot.storage import (
     Database,
     SqlAgentStore,
@@ -47,6 +49,7 @@ from bot.storage import (
     SqlTraceStore,
     open_database,
 )
+from bot.storage.cron import SqlCronJobs
 from bot.storage.inbox import SqlInbox
 from bot.storage.memory_index import SqlMemoryIndex
 from channels import Channel
@@ -94,6 +97,8 @@ class Loopgate:
         self.mcp = McpManager(config.mcp.specs(), lazy=config.mcp.startup == "lazy")
         self.channel_starter = ChannelStarter()
         self._evolution: EvolutionService | None = None
+        self.scheduling: Scheduling | None = None
+        """Scheduled jobs and heartbeats (bot/scheduling); None without the inbox."""
 
     @property
     def gateway(self) -> Gateway:
@@ -130,6 +135,8 @@ class Loopgate:
             await self.cluster.start()
         sessions = SqlSessionStore(self._db)
         orchestration = SqlOrchestrationStore(self._db)
+        # Scheduled jobs need the inbox (their occurrences are inbox entries).
+        cron_jobs = SqlCronJobs(self._db) if self.durable else None
         # A server that fails to start degrades the service (``/healthz``) and is retried in
         # the background; its agents run without its tools meanwhile.
         self._stack.push_async_callback(self.mcp.aclose)
@@ -146,6 +153,7 @@ class Loopgate:
             tasks=orchestration,
             mcp=self.mcp,
             locks=self.cluster.locks if self.cluster is not None else None,
+            cron=ChatCronJobs(cron_jobs) if cron_jobs is not None else None,
         )
         # New or changed MCP tools reach each agent the next time it is resolved.
         self.mcp.on_change(lambda _server: router.invalidate())
@@ -196,6 +204,11 @@ class Loopgate:
             await self._replay(gateway, self.inbox)
         for channel in channels:
             await self._start_channel(channel)
+        if cron_jobs is not None:
+            # After the channels: an occurrence due at start-up is sent like a new message.
+            self.scheduling = Scheduling(self.config, cron_jobs, gateway)
+            self._stack.push_async_callback(self.scheduling.aclose)
+            await self.scheduling.start()
         log.info("loopgate.started", channels=sorted(gateway.channels), db=self._db.safe_url)
 
     async def _replay(self, gateway: Gateway, inbox: SqlInbox) -> None:

@@ -252,6 +252,8 @@ class ServeCluster:
     extra_channels: dict[str, dict[str, Any]] = field(default_factory=dict)
     """More ``channels.<name>`` sections (Slack, Zalo); each must be up before a process is
     ready."""
+    sections: dict[str, Any] = field(default_factory=dict)
+    """Further top-level sections (e.g. ``cron``)."""
     processes: list[ServeProcess] = field(default_factory=list)
     _db: Database | None = None
     _http: httpx.AsyncClient | None = None
@@ -296,6 +298,7 @@ class ServeCluster:
                 **self.bot,
             },
             "logging": {"level": "info"},
+            **self.sections,
         }
         self.config_path.write_text(yaml.safe_dump(data, allow_unicode=True))
         return self.config_path
@@ -469,6 +472,12 @@ class ServeCluster:
         async with self._db.engine.connect() as conn:
             rows = (await conn.execute(text(query + " ORDER BY id"), params)).mappings().all()
         return [dict(row) for row in rows]
+
+    @property
+    def db(self) -> Database:
+        """The shared schema, as the processes see it."""
+        assert self._db is not None, "not started"
+        return self._db
 
     async def pending(self) -> list[dict[str, Any]]:
         return [r for r in await self.inbox() if r["state"] in ("queued", "running")]

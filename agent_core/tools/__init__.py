@@ -1,17 +1,24 @@
 from agent_core.tools.base import Tool, ToolContext, ToolHandler, ToolKind, ToolRegistry
+from agent_core.tools.cron import CRON, CronJob, CronJobs, CronPolicy, CronRefused, cron_tool
 from agent_core.tools.files import FILE_TOOLS, LIST_FILES, READ_FILE, WRITE_FILE
 from agent_core.tools.skills import SKILL_SEARCH, SKILL_TOOLS
 
 __all__ = [
+    "CRON",
     "FILE_TOOLS",
     "LIST_FILES",
     "READ_FILE",
     "SKILL_SEARCH",
     "SKILL_TOOLS",
     "WRITE_FILE",
+    "CronJob",
+    "CronJobs",
+    "CronPolicy",
+    "CronRefused",
     "Tool",
     "ToolContext",
     "ToolHandler",
     "ToolKind",
     "ToolRegistry",
+    "cron_tool",
 ]

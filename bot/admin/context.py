@@ -21,6 +21,7 @@ NAV = (
     ("traces", "Traces"),
     ("channels", "Channels"),
     ("agents", "Agents"),
+    ("scheduled", "Scheduled"),
     ("suggestions", "Suggestions"),
 )
 

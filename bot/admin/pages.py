@@ -9,14 +9,17 @@ from __future__ import annotations
 from importlib import resources
 from urllib.parse import quote, urlencode
 
+import structlog
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.admin import agent_edit, queries, suggestions
+from bot.admin import agent_edit, queries, scheduled, suggestions
 from bot.admin.context import Admin, Who, form_fields, json_response, prefix
 from bot.admin.gate import Handler, guard, is_api, logout
 from bot.config.agents import SETTABLE
+
+log = structlog.get_logger(__name__)
 
 STATIC_TYPES = {"admin.js": "text/javascript", "admin.css": "text/css"}
 
@@ -108,6 +111,25 @@ def page_routes(admin: Admin) -> list[BaseRoute]:
             return _back(request, "/agents", ok=f"Stored agent {agent_id} deleted.")
         return _back(request, "/agents", error=f"No stored agent {agent_id}.")
 
+    async def scheduled_jobs(request: Request, who: Who) -> Response:
+        jobs = await scheduled.list_jobs(loopgate)
+        return admin.render(request, "scheduled.html", who, jobs=jobs, notice=notice(request))
+
+    def job_action(action: str) -> Handler:
+        async def act(request: Request, who: Who) -> Response:
+            job_id = request.path_params["job_id"]
+            if action == "remove":
+                done = await scheduled.remove(loopgate, job_id)
+            else:
+                done = await scheduled.pause(loopgate, job_id, paused=action == "pause")
+            if not done:
+                return _back(request, "/scheduled", error=f"No scheduled job {job_id}.")
+            verb = {"pause": "paused", "resume": "resumed", "remove": "removed"}[action]
+            log.info("admin.cron_job", action=action, job=job_id, by=who.actor)
+            return _back(request, "/scheduled", ok=f"Job {job_id} {verb}.")
+
+        return act
+
     async def suggestion_list(request: Request, who: Who) -> Response:
         try:
             status = suggestions.parse_status(request.query_params.get("status", "all"))
@@ -171,6 +193,10 @@ def page_routes(admin: Admin) -> list[BaseRoute]:
         route("/agents", agents),
         route("/agents/{agent_id}", agent, "GET", "POST"),
         route("/agents/{agent_id}/delete", delete_agent, "POST"),
+        route("/scheduled", scheduled_jobs),
+        route("/scheduled/{job_id}/pause", job_action("pause"), "POST"),
+        route("/scheduled/{job_id}/resume", job_action("resume"), "POST"),
+        route("/scheduled/{job_id}/remove", job_action("remove"), "POST"),
         route("/suggestions", suggestion_list),
         route("/suggestions/{id}/approve", decision(True), "POST"),
         route("/suggestions/{id}/reject", decision(False), "POST"),

@@ -54,6 +54,7 @@ from agent_core.orchestration import (
     resolve_profile,
 )
 from agent_core.providers import OfflineProvider, OpenAICompatProvider, Provider
+from agent_core.tools import CronJobs, CronPolicy, cron_tool
 from bot.agents.settings import agent_settings
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
 from bot.errors import BotError
@@ -152,6 +153,7 @@ class AgentRouter:
         tasks: TaskStore | None = None,
         mcp: McpManager | None = None,
         locks: SharedLocks | None = None,
+        cron: CronJobs | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
@@ -160,7 +162,8 @@ class AgentRouter:
         ``orchestration`` (links and teams) resolves each agent's mode and ``tasks`` backs
         ``team_tasks``. The orchestration tools are offered once :attr:`orchestrator` is set.
         ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``).
-        ``locks``: the compaction and seeding locks shared with other processes (bot/cluster)."""
+        ``locks``: the compaction and seeding locks shared with other processes (bot/cluster).
+        ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -185,6 +188,7 @@ class AgentRouter:
         self.task_store = tasks
         self.mcp = mcp
         self.locks = locks
+        self.cron = cron
         self.orchestrator: Orchestrator | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
@@ -357,6 +361,10 @@ class AgentRouter:
         add_mcp_tools(tools, mcp_tools, self.config.agents.defaults.mcp_inline_max)
         self.add_orchestration_tools(settings, tools)
         add_self_evolution_tools(tools, settings)
+        if self.cron is not None:
+            cron = self.config.cron
+            policy = CronPolicy(settings.timezone, cron.max_jobs_per_user, cron.min_interval)
+            tools.register(cron_tool(self.cron, policy))
         # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
         # one is refused with this reason; deferred (MCP) tools are dropped too.
         definition = self._definition(agent_id, stored)

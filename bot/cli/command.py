@@ -1,5 +1,5 @@
-"""The ``loopgate`` command: serve, chat, check-config, inbox, traces, agents, evolution, links,
-teams, tasks, mcp, pairing."""
+"""The ``loopgate`` command: serve, chat, check-config, inbox, cron, traces, agents, evolution,
+links, teams, tasks, mcp, pairing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.cli import agents as agents_cli
+from bot.cli import cron as cron_cli
 from bot.cli import evolution as evolution_cli
 from bot.cli import inbox as inbox_cli
 from bot.cli import links as links_cli
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     approve = pairing_sub.add_parser("approve", parents=[common], help="approve a pairing code")
     approve.add_argument("code", help="the 8-character code the user received")
     agents_cli.add_parser(sub, common)
+    cron_cli.add_parser(sub, common)
     evolution_cli.add_parser(sub, common)
     inbox_cli.add_parser(sub, common)
     links_cli.add_parser(sub, common)
@@ -209,6 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "inbox":
         configure_logging("warning", config.logging.format)
         return asyncio.run(inbox_cli.run(config, args))
+    if args.command == "cron":
+        configure_logging("warning", config.logging.format)
+        return asyncio.run(cron_cli.run(config, args))
     if args.command == "traces":
         from bot.cli.traces import print_traces
 

@@ -26,6 +26,7 @@ from bot.config.channels import (
     ZaloConfig,
 )
 from bot.config.cluster import ClusterConfig, RedisConfig
+from bot.config.cron import CronConfig, HeartbeatConfig
 from bot.config.errors import ConfigFileError
 from bot.config.evolution import EvolutionConfig
 from bot.config.root import (
@@ -62,9 +63,11 @@ __all__ = [
     "Config",
     "ConfigFileError",
     "ContextPruningConfig",
+    "CronConfig",
     "DatabaseConfig",
     "Duration",
     "EvolutionConfig",
+    "HeartbeatConfig",
     "LoggingConfig",
     "McpConfig",
     "MemoryFlushConfig",

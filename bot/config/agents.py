@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import ByteSize, Field, field_validator, model_validator
 
 from bot.config.base import StrictModel
+from bot.config.cron import HeartbeatConfig, check_time_zone
 from bot.config.evolution import EvolutionGuardrails
 
 SETTABLE = ("provider", "model", "system_prompt", "max_iterations")
@@ -141,6 +142,16 @@ class AgentConfig(StrictModel):
     disabled_tools: list[str] | None = None
     """Tools this agent is never offered (a call is refused with the reason); set by an
     approved ``ToolFailureRule`` suggestion or by hand."""
+    timezone: str | None = None
+    """Overrides ``cron.timezone`` for this agent (its schedules and its prompt's Time)."""
+    heartbeat: HeartbeatConfig | None = None
+    """Off unless set: the agent's HEARTBEAT.md checklist as a scheduled job
+    (docs/scheduling.md)."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        return None if value is None else check_time_zone(value)
 
 
 class AgentsConfig(StrictModel):

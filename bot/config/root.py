@@ -40,6 +40,8 @@ from bot.config.channels import TelegramConfig as TelegramConfig
 from bot.config.channels import TelegramRateLimit as TelegramRateLimit
 from bot.config.channels import ZaloConfig as ZaloConfig
 from bot.config.cluster import ClusterConfig, RedisConfig, cluster_problems
+from bot.config.cron import CronConfig as CronConfig
+from bot.config.cron import HeartbeatConfig as HeartbeatConfig
 from bot.config.errors import ConfigFileError as ConfigFileError
 from bot.config.evolution import EvolutionConfig
 from bot.config.tools import McpConfig, SkillsConfig
@@ -197,6 +199,7 @@ class Config(StrictModel):
     admin: AdminConfig = Field(default_factory=AdminConfig)
     redis: RedisConfig = Field(default_factory=RedisConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    cron: CronConfig = Field(default_factory=CronConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""

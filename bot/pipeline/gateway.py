@@ -35,7 +35,7 @@ from bot.pipeline.bursts import Bursts
 from bot.pipeline.commands import HELP_TEXT, Command, parse_command
 from bot.pipeline.dedupe import DedupeStore, first_delivery
 from bot.pipeline.delivery import send_with_retry
-from bot.pipeline.job import Job
+from bot.pipeline.job import CRON_JOB, Job
 from bot.pipeline.ports import WorkClaims
 from bot.pipeline.reactions import StatusReactions
 from bot.pipeline.run_registry import RunRegistry
@@ -105,6 +105,7 @@ class Gateway:
             inbox,
             channels=self.channels,
             channel_ready=channel_ready,
+            cron_history_turns=config.cron.history_turns,
         )
         self.bursts = Bursts(config.bot, registry, self.turns, inbox=inbox)
         self.stop = StopService(config, registry, self.bursts)
@@ -240,7 +241,15 @@ class Gateway:
                 session_key=job.session_key,
             )
 
-    async def _store(self, job: Job, dedupe_key: str, *, starts: bool, owned: bool = True) -> None:
+    async def _store(
+        self,
+        job: Job,
+        dedupe_key: str,
+        *,
+        starts: bool,
+        owned: bool = True,
+        answer: str | None = None,
+    ) -> None:
         """Put the job's message in the inbox (``running`` at once when it ``starts``); its
         ``inbox_id`` stays None for a duplicate. Raises what the database raised."""
         assert self.inbox is not None
@@ -252,6 +261,7 @@ class Gateway:
             agent_id=job.agent_id,
             running=starts,
             owned=owned,
+            answer=answer,
         )
 
     async def announce(self, announcement: Announcement) -> None:
@@ -289,6 +299,30 @@ class Gateway:
         log.info("announce.queued", task_id=child.task_id, session_key=job.session_key)
         self.scheduler.submit(job)
 
+    async def enqueue(
+        self,
+        msg: InboundMessage,
+        *,
+        agent_id: str,
+        session_key: str,
+        dedupe_key: str,
+        answer: str | None = None,
+    ) -> Job | None:
+        """A turn nobody typed (a scheduled job's occurrence, ``bot/scheduling``), into the
+        inbox under ``dedupe_key`` and on to the scheduler (never merged with a burst).
+        None when the key was taken before: another process fired the same occurrence.
+        ``answer``: delivered as it is, without a run. Raises ``NotAccepted`` while shutting
+        down, and what the database raised."""
+        if not self.accepting or self.inbox is None:
+            raise NotAccepted("the service is shutting down")
+        job = self._job(msg, agent_id, session_key, answer=answer)
+        starts = self.scheduler.starts_at_once(job.session_key, job.concurrency)
+        await self._store(job, dedupe_key, starts=starts, answer=answer)
+        if job.inbox_id is None:
+            return None
+        self.scheduler.submit(job)
+        return job
+
     def resubmit(self, entry: InboxEntry, *, replayed: bool = True) -> Job:
         """Queue an inbox entry an earlier process left unanswered (see ``bot/pipeline/replay.py``);
         ``replayed`` False: one a peer process received and this one claimed, not started."""
@@ -324,8 +358,11 @@ class Gateway:
             reactions=StatusReactions(
                 channel,
                 MessageRef(msg.chat, msg.message_id),
-                # An announcement answers no new user message: nothing to react on.
-                enabled=bot.reactions and ANNOUNCEMENT not in msg.metadata,
+                # An announcement or a scheduled job answers no new user message: nothing to
+                # react on.
+                enabled=bot.reactions
+                and ANNOUNCEMENT not in msg.metadata
+                and CRON_JOB not in msg.metadata,
                 cleanup=bot.reaction_cleanup,
             ),
             **replay,

@@ -17,6 +17,11 @@ from channels import InboundMessage
 
 _NOT_OK = (RunStatus.FAILED, RunStatus.BUDGET_EXCEEDED)
 
+CRON_JOB = "cron_job"
+"""Metadata key of a scheduled job's turn (``bot/scheduling``): the job's id."""
+CRON_SCHEDULE = "cron_schedule"  # the job's schedule, as written
+CRON_AT = "cron_at"  # the occurrence's scheduled time (ISO 8601)
+
 
 def ended_ok(result: RunResult | None) -> bool:
     """The success reaction, or the failure one: a context-budget stop delivers its notice but

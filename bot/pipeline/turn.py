@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -28,14 +28,21 @@ from agent_core import (
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import BotConfig
 from bot.pipeline.delivery import WasSent, deliver, send_with_retry
-from bot.pipeline.job import Job, ended_ok
+from bot.pipeline.job import CRON_AT, CRON_JOB, CRON_SCHEDULE, Job, ended_ok
 from bot.pipeline.reactions import ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
 from bot.pipeline.streaming import StreamedReply
 from bot.pipeline.streaming.reply import StreamClock
 from bot.pipeline.typing_indicator import TypingIndicator
 from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
-from channels import Channel, MessageEditor, MessageRef, ProgressReporter, SentLookup
+from channels import (
+    Channel,
+    InboundMessage,
+    MessageEditor,
+    MessageRef,
+    ProgressReporter,
+    SentLookup,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +65,8 @@ class TurnRunner:
     """The channels by name (the gateway's): where each job's answer goes."""
     channel_ready: Callable[[str], Awaitable[None]] | None = None
     """Waits until a channel can send: a replayed job may come before its channel is up."""
+    cron_history_turns: int = 0
+    """Past turns a scheduled job's run sees (``cron.history_turns``)."""
 
     async def run(self, job: Job) -> None:
         """The scheduler's step: ``job``'s turn, in the channel it came from."""
@@ -216,7 +225,7 @@ class TurnRunner:
             job.run_id,
             options=job.stream,
             clock=self.stream_clock,
-            reply_to=msg.message_id if msg.chat.chat_type.value == "group" else None,
+            reply_to=_reply_to(msg),
             on_visible=typing.stop,  # typing stops when the first text is visible
             on_posted=record_previews,
         )
@@ -304,6 +313,15 @@ class TurnRunner:
             chat_id=f"{msg.chat.channel}:{msg.chat.chat_id}",
             origin=msg,  # background children announce their results back to this chat
         )
+        cron_job = msg.metadata.get(CRON_JOB)
+        if cron_job is not None:
+            request = replace(
+                request,
+                minimal_prompt=True,  # the spec's mode for cron runs (section 2)
+                extra_context=cron_note(msg.metadata),
+                cron_job_id=str(cron_job),
+                history_turns=self.cron_history_turns,
+            )
         return await loop.run(request)
 
     async def _deliver(
@@ -311,7 +329,7 @@ class TurnRunner:
     ) -> tuple[InboxState, str | None]:
         """Send the answer; returns how the inbox entry ends."""
         msg = job.message
-        reply_to = msg.message_id if msg.chat.chat_type.value == "group" else None
+        reply_to = _reply_to(msg)
         if result.status is RunStatus.FAILED:
             # The user gets a short apology; the details are in the log and the trace.
             log.warning("run.error_reply", run_id=job.run_id, error=result.error)
@@ -408,3 +426,19 @@ class TurnRunner:
                 reporter.show_progress(job.reactions.message, None, helpers=helpers)
 
         return on_event
+
+
+def _reply_to(msg: InboundMessage) -> str | None:
+    """A group answer quotes its message; a heartbeat's turn has none to quote."""
+    return msg.message_id if msg.chat.chat_type.value == "group" and msg.message_id else None
+
+
+def cron_note(metadata: Mapping[str, object]) -> str:
+    """What a scheduled job's run is told about itself (the ``[Cron Job]`` note)."""
+    return (
+        f"[Cron Job] This turn was not typed by the user: it is the scheduled job "
+        f"{metadata.get(CRON_JOB)} ({metadata.get(CRON_SCHEDULE)}), due at "
+        f"{metadata.get(CRON_AT)}. The user message is the job's instruction, written when the "
+        "job was made; carry it out and answer the user. If there is nothing to tell them, "
+        "answer exactly NO_REPLY."
+    )

@@ -87,9 +87,11 @@ class SqlInbox:
         agent_id: str,
         running: bool,
         owned: bool = True,
+        answer: str | None = None,
     ) -> tuple[Executable, dict[str, Any]]:
         now = utcnow()
         return _INSERT_ENTRY, {
+            "answer": None if answer is None else clean(answer),
             "session_key": session_key,
             "agent_id": agent_id,
             "channel": msg.chat.channel,
@@ -118,12 +120,14 @@ class SqlInbox:
         agent_id: str,
         running: bool = False,
         owned: bool = True,
+        answer: str | None = None,
     ) -> int | None:
         """Record ``dedupe_key`` as processed and store ``msg``, in one transaction; None (and
         nothing stored) when the key was processed before: a platform redelivery.
-        ``owned`` False stores it for whichever process claims its session."""
+        ``owned`` False stores it for whichever process claims its session. ``answer``: what
+        to deliver, without a run (a notice the service itself sends)."""
         seen, seen_with = mark_seen(self._db.dialect), seen_params(dedupe_key)
-        insert, params = self._insert(msg, session_key, agent_id, running and owned, owned)
+        insert, params = self._insert(msg, session_key, agent_id, running and owned, owned, answer)
 
         def accept(conn: Connection) -> int | None:
             if not conn.execute(seen, seen_with).rowcount:

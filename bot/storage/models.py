@@ -341,3 +341,40 @@ class TeamTaskRow(Base):
     comments: Mapped[list[dict[str, str]]] = mapped_column(JSON(), default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class CronJobRow(Base):
+    """A scheduled job (``bot/scheduling``): made by the ``cron`` tool in a chat, or an agent's
+    heartbeat. ``next_run_at`` is the next occurrence (None: a one-off that has run or was
+    missed); each occurrence enters the inbox under the key (id, scheduled time), so it is
+    run once whichever process fires it. ``origin`` is the message the job answers to (its
+    chat, sender and message id), stored like an inbox entry's."""
+
+    __tablename__ = "cron_jobs"
+    __table_args__ = (
+        CheckConstraint("kind IN ('once', 'every', 'cron')", name="kind"),
+        Index("ix_cron_jobs_next_run_at", "next_run_at"),
+        Index("ix_cron_jobs_user_id", "user_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(64))
+    session_key: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[str] = mapped_column(String(255))
+    chat: Mapped[str] = mapped_column(String(255))
+    origin: Mapped[dict[str, Any]] = mapped_column(JSON())
+    source: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(8))
+    spec: Mapped[str] = mapped_column(String(255))
+    timezone: Mapped[str] = mapped_column(String(64))
+    schedule: Mapped[str] = mapped_column(String(255))
+    anchor: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    message: Mapped[str] = mapped_column(Text())
+    next_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    paused: Mapped[bool] = mapped_column(Boolean(), default=False)
+    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_outcome: Mapped[str | None] = mapped_column(String(255))
+    last_entry: Mapped[int | None] = mapped_column(BigInteger())
+    """The inbox entry of the last occurrence: how its run ended is that entry's state."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -112,7 +112,10 @@ class TestSections:
             assert hint is None
         else:
             assert hint is not None and hint.startswith("## Formatting\n") and expected in hint
-        assert sections["time_section"] == "## Time\nCurrent date and time (UTC): 2026-01-02 03:04."
+        assert (
+            sections["time_section"]
+            == "## Time\nCurrent date and time (UTC): Friday 2026-01-02 03:04."
+        )
 
 
 def _args(c: PromptContext) -> tuple[AgentSettings, RunRequest, ToolRegistry, Path]:

@@ -23,6 +23,7 @@ import pytest
 from bot.app import Loopgate
 from bot.http.server import create_app
 from bot.storage import SqlAgentStore
+from bot.storage.cron import SqlCronJobs
 from tests.admin_support import TOKEN, admin_config, seed_suggestion
 from tests.fakes.llm_server import FakeLLM, call, delay, text, tool_calls
 from tests.fakes.loopback import LoopbackServer
@@ -210,3 +211,30 @@ def _screenshot_path(tmp_path: Path) -> Path:
     if os.environ.get("LOOPGATE_UPDATE_SCREENSHOT") == "1" or not SCREENSHOT.exists():
         return SCREENSHOT
     return tmp_path / SCREENSHOT.name
+
+
+async def test_pause_resume_and_remove_a_scheduled_job(served: Served, browser: Browser) -> None:
+    llm, tg = served.llm, served.tg
+    add = {"action": "add", "schedule": "in 1h", "message": "Remind the user to call Anna."}
+    llm.script(tool_calls(call("cron", add)), text("I'll remind you in an hour."))
+    tg.push(tg.private_message("remind me in an hour to call Anna", user_id=USER))
+    await tg.wait_for(lambda: tg.texts() == ["I'll remind you in an hour."])
+    page = await signed_in(browser, served)
+    await page.get_by_role("link", name="Scheduled").click()
+    row = page.locator("#scheduled tbody tr")
+    await expect(row).to_have_count(1)
+    await expect(row).to_contain_text("Remind the user to call Anna.")
+    await expect(row).to_contain_text(f"telegram:{USER}")
+    job_id = await row.get_attribute("data-job-id")
+    assert job_id is not None
+
+    await row.get_by_role("button", name="Pause").click()
+    await expect(page.locator(".notice.ok")).to_have_text(f"Job {job_id} paused.")
+    await expect(row.locator("td.next")).to_have_text("paused")
+    await row.get_by_role("button", name="Resume").click()
+    await expect(page.locator(".notice.ok")).to_have_text(f"Job {job_id} resumed.")
+    await expect(row.locator("td.next")).to_contain_text("UTC")
+    await row.get_by_role("button", name="Remove").click()
+    await expect(page.locator(".notice.ok")).to_have_text(f"Job {job_id} removed.")
+    await expect(page.locator("#no-jobs")).to_be_visible()
+    assert await SqlCronJobs(served.app.db).list() == []
