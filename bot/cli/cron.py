@@ -74,6 +74,14 @@ async def run(config: Config, args: argparse.Namespace, out: TextIO | None = Non
             print(f"job {args.id} removed", file=out)
             return 0
         if command == "run":
+            job = await jobs.get(args.id)
+            if job is not None and job.paused:
+                # The ticker skips paused jobs: "due now" would silently never run.
+                print(
+                    f"loopgate: job {args.id} is paused; resume it (dashboard: Scheduled) first",
+                    file=sys.stderr,
+                )
+                return 1
             if not await jobs.set_next(args.id, utcnow()):
                 print(f"loopgate: no scheduled job {args.id}", file=sys.stderr)
                 return 1

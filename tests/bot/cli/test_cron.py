@@ -148,3 +148,12 @@ def test_remove_and_run(lg: Cli) -> None:
     code, _, err = lg("cron", "run", "nope")
     assert code == 1 and "no scheduled job nope" in err
     assert timedelta(0) <= utcnow() - before
+
+
+def test_run_refuses_a_paused_job_instead_of_promising_a_run(lg: Cli) -> None:
+    _, once = add_two(lg)
+    assert lg.db(lambda jobs, inbox: jobs.set_paused(once, True))
+    code, out, err = lg("cron", "run", once)
+    assert code == 1 and out == "" and f"job {once} is paused" in err
+    assert lg.db(lambda jobs, inbox: jobs.set_paused(once, False))
+    assert lg("cron", "run", once)[0] == 0
