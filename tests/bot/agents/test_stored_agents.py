@@ -1,5 +1,6 @@
 """Agents stored in the database: SqlAgentStore, the router resolving them (TTL, merge over
-config.yaml, invalidation), the unknown-agent reply, and ``loopgate agents``.
+config.yaml, invalidation), and the unknown-agent reply.
+``loopgate agents`` is tested in tests/bot/cli/test_agents.py.
 
 Store and router tests run on SQLite and, when LOOPGATE_TEST_POSTGRES_URL is set, on Postgres.
 """
@@ -12,13 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from alembic import command
 from sqlalchemy import Connection, inspect, update
 from structlog.testing import capture_logs
 
 from agent_core import EventBus, MemoryStore, RunStatus
-from bot import cli
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.app import Loopgate
 from bot.config import AgentConfig, parse_config
@@ -319,85 +318,6 @@ async def test_start_up_warns_about_a_channel_agent_nobody_defines(tmp_path: Pat
             pass
     warnings = [e for e in logs if e["event"] == "agent.unknown"]
     assert [(w["key"], w["agent_id"]) for w in warnings] == [("channels.telegram.agent", "ghost")]
-
-
-# --- loopgate agents ----------------------------------------------------------------------
-
-
-def _config_file(tmp_path: Path) -> Path:
-    data = {
-        "database": {"url": f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"},
-        **CONFIG,
-        "channels": {"telegram": {"agent": "helper"}},
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_cli_set_list_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = str(_config_file(tmp_path))
-    code, out, _ = _run(
-        capsys, "agents", "set", "helper", "--provider", "ollama", "--model", "q", "--config", cfg
-    )
-    assert code == 0 and "stored agent helper" in out and "agents.cache_ttl (300 s)" in out
-    code, out, _ = _run(
-        capsys,
-        "agents",
-        "set",
-        "helper",
-        "--max-iterations",
-        "5",
-        "--system-prompt",
-        "hi",
-        "--config",
-        cfg,
-    )
-    assert code == 0 and "updated agent helper" in out
-    code, out, _ = _run(capsys, "agents", "set", "support", "--model", "big", "--config", cfg)
-    assert code == 0
-    code, out, _ = _run(capsys, "agents", "list", "--config", cfg)
-    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
-    assert rows["helper"][1:5] == ["db", "ollama", "q", "5"]  # earlier fields kept
-    assert rows["support"][1:5] == ["config+db", "ollama", "big", "7"]
-    assert rows["main"][1:5] == ["(default)", "defaults", "openai", "gpt-4o-mini"]
-
-    async def stored() -> dict[str, AgentConfig]:
-        async with await open_database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}") as db:
-            return {s.agent.id: s.agent for s in await SqlAgentStore(db).list()}
-
-    helper = asyncio.run(stored())["helper"]
-    assert (helper.model, helper.max_iterations, helper.system_prompt) == ("q", 5, "hi")
-
-    code, out, _ = _run(capsys, "agents", "set", "helper", "--model", "", "--config", cfg)
-    assert code == 0 and asyncio.run(stored())["helper"].model is None  # '' clears
-
-    code, out, err = _run(capsys, "agents", "delete", "helper", "--config", cfg)
-    assert code == 0 and "deleted stored agent helper" in out
-    assert "channels.telegram.agent names helper" in err
-    code, out, err = _run(capsys, "agents", "delete", "support", "--config", cfg)
-    assert code == 0 and "config.yaml still defines support" in out
-    code, _, err = _run(capsys, "agents", "delete", "support", "--config", cfg)
-    assert code == 1 and "no stored agent 'support' (it is defined in config.yaml" in err
-    assert set(asyncio.run(stored())) == set()
-
-
-def test_cli_set_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = str(_config_file(tmp_path))
-    code, _, err = _run(capsys, "agents", "set", "x", "--provider", "nope", "--config", cfg)
-    assert code == 2 and "unknown provider 'nope' (defined: ollama, openai)" in err
-    code, _, err = _run(capsys, "agents", "set", "x", "--max-iterations", "0", "--config", cfg)
-    assert code == 2 and "max_iterations:" in err
-    code, _, err = _run(capsys, "agents", "set", "no spaces", "--config", cfg)
-    assert code == 2 and "id:" in err
-    code, out, _ = _run(capsys, "agents", "list", "--config", cfg)
-    assert [line.split()[0] for line in out.splitlines()[1:]] == ["main", "support"]
 
 
 def test_channel_may_name_an_agent_only_the_database_defines() -> None:

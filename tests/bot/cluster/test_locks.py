@@ -1,6 +1,6 @@
-"""Locks and the dedupe fast path shared by processes (issue 17, point 5), on a real Redis: two
-``RedisLink``s are two processes. The compaction try-lock, the seed-once workspace lock and
-the dedupe fast path each behave as one across them."""
+"""Locks shared by processes (issue 17, point 5), on a real Redis: two ``RedisLink``s are two
+processes. The compaction try-lock and the seed-once workspace lock each behave as one across
+them; a clustered Loopgate lends them and the dedupe fast path (tested in test_dedupe.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ from bot.cluster.locks import RedisLease, RedisLocks
 from tests.agent_core.test_compaction import RoleProvider, pairs
 from tests.agent_core.test_loop import make_loop, request
 from tests.cluster_support import REDIS_URL, ClusterConfig, needs_postgres, needs_redis
-from tests.inbound_support import MemorySeen
-from tests.waiting import wait_until
 
 pytestmark = [needs_redis]
 
@@ -150,101 +148,6 @@ async def test_seeding_waits_for_the_process_seeding_the_same_workspace(
     # Seen seeded: later runs in B ask Redis no more (and never wait on it).
     b.locks = None
     assert await b.prepare_user_files("alice") == []
-
-
-# -- dedupe fast path ----------------------------------------------------------------------------
-
-
-class Durable(MemorySeen):
-    """The database's record, counting the writes the fast path saves."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes = 0
-        self.fail = False
-
-    async def seen(self, key: str) -> bool:
-        self.writes += 1
-        if self.fail:
-            raise ConnectionError("database down")
-        return await super().seen(key)
-
-
-async def test_a_repeat_reaching_another_process_is_caught_without_the_database(
-    links: tuple[RedisLink, RedisLink],
-) -> None:
-    durable = Durable()
-    a, b = FastDedupe(links[0], durable), FastDedupe(links[1], durable)
-    assert await a.seen("telegram:update:1") is False
-    assert await b.seen("telegram:update:1") is True
-    assert await a.seen("telegram:update:1") is True
-    assert durable.writes == 1  # the first sight only
-    await b.forget("telegram:update:1")  # not accepted: its redelivery counts, everywhere
-    assert await a.seen("telegram:update:1") is False
-
-
-async def test_looking_a_key_up_records_nothing_and_a_done_key_needs_no_database(
-    links: tuple[RedisLink, RedisLink],
-) -> None:
-    # Issue 27: the fast path must never claim an update the database does not hold. A look-up
-    # (an adapter's, before the bot stored the update) leaves no key behind, in Redis or below.
-    durable = Durable()
-    a, b = FastDedupe(links[0], durable), FastDedupe(links[1], durable)
-    assert await a.has_seen("telegram:update:7") is False
-    assert durable.keys == set() and durable.writes == 0
-    assert await links[0].client.keys(f"{links[0].key('seen')}*") == []
-    assert await a.seen("telegram:update:7") is False  # recorded once the bot stored it
-    durable.keys.clear()  # from here only Redis could know it
-    assert await b.has_seen("telegram:update:7") is True
-
-
-async def test_a_first_sight_the_database_refused_is_not_a_duplicate(
-    links: tuple[RedisLink, RedisLink],
-) -> None:
-    durable = Durable()
-    a, b = FastDedupe(links[0], durable), FastDedupe(links[1], durable)
-    durable.fail = True
-    with pytest.raises(ConnectionError):
-        await a.seen("slack:event:E1")
-    durable.fail = False
-    assert await b.seen("slack:event:E1") is False
-
-
-async def test_a_repeat_during_a_pending_first_sight_asks_the_database(
-    links: tuple[RedisLink, RedisLink],
-) -> None:
-    gate = asyncio.Event()
-
-    asked: list[str] = []
-
-    class SlowDurable(Durable):
-        async def seen(self, key: str) -> bool:
-            asked.append(key)
-            await gate.wait()
-            return await super().seen(key)
-
-    durable = SlowDurable()
-    a, b = FastDedupe(links[0], durable), FastDedupe(links[1], durable)
-    first = asyncio.create_task(a.seen("k"))
-    await wait_until(lambda: asked)  # A's first sight is pending (in the database)
-    second = asyncio.create_task(b.seen("k"))
-    await asyncio.sleep(0.1)  # kept (negative check)
-    assert not second.done()  # "pending" in Redis: B asks the database, not Redis alone
-    gate.set()
-    assert (await first, await second) == (False, True)
-    assert durable.writes == 2
-
-
-async def test_without_redis_the_database_answers(redis_prefix: str) -> None:
-    durable = Durable()
-    down = RedisLink(REDIS_URL, key_prefix=redis_prefix, lease_seconds=LEASE)  # never started
-    try:
-        dedupe = FastDedupe(down, durable)
-        assert await dedupe.seen("k") is False
-        assert await dedupe.seen("k") is True
-        assert durable.writes == 2
-    finally:
-        await down.aclose()
 
 
 # -- wiring --------------------------------------------------------------------------------------

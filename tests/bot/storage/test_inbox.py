@@ -1,5 +1,6 @@
 """The durable inbox: the table on both backends, the pipeline's records, resuming a
-half-delivered answer, graceful drain, and ``loopgate inbox``. Replay at start-up and its expiry
+half-delivered answer, and graceful drain
+(``loopgate inbox`` is in tests/bot/cli/test_inbox.py). Replay at start-up and its expiry
 are tested in tests/bot/pipeline/test_replay.py.
 
 The platform-level restarts (SIGTERM/SIGKILL of ``loopgate serve`` against the fake Telegram,
@@ -8,9 +9,7 @@ Slack and Zalo servers) are in ``tests/e2e/test_restart.py``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import io
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,11 +20,9 @@ from sqlalchemy import update
 from structlog.testing import capture_logs
 
 from bot.app import Loopgate
-from bot.cli import inbox as inbox_cli
 from bot.config import Config
 from bot.http.server import create_app
 from bot.pipeline.chunking import render_chunks
-from bot.pipeline.replay import sweep
 from bot.storage import Database, SqlDedupeStore, open_database
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
 from bot.storage.models import InboxRow, utcnow
@@ -310,35 +307,6 @@ async def test_a_half_delivered_answer_resumes_at_the_next_chunk(
         await asyncio.sleep(0.1)  # kept (negative check): nothing more comes
     assert dm.texts() == [chunks[2]]
     assert llm.chat_requests == []  # the saved answer is delivered, not a new run
-
-
-async def test_a_retried_entry_is_picked_up_by_the_running_service(
-    app: Loopgate, dm: ChatDriver, llm: FakeLLM, tmp_path: Path
-) -> None:
-    assert app.inbox is not None
-    entry_id = await app.inbox.add(message("again please"), session_key=KEY, agent_id="main")
-    await app.inbox.finish(entry_id, InboxState.FAILED, "delivery: 500")
-    llm.script(text("here it is"))
-    out = io.StringIO()
-    args = argparse.Namespace(inbox_command="retry", id=entry_id, last=50)
-    assert await inbox_cli.run(app.config, args, out) == 0
-    assert "queued again" in out.getvalue()
-    await sweep(app.gateway, app.inbox, max_age=3600)
-    await dm.wait_for(lambda: dm.texts() == ["here it is"])
-
-
-async def test_inbox_command_lists_unanswered_with_age_state_reason(
-    tmp_path: Path, llm: FakeLLM
-) -> None:
-    config = make_config(tmp_path, llm)
-    await left_by_a_dead_process(
-        config, "where is my answer", received_at=utcnow() - timedelta(minutes=5)
-    )
-    out = io.StringIO()
-    assert await inbox_cli.run(config, argparse.Namespace(inbox_command=None, last=50), out) == 0
-    lines = out.getvalue().splitlines()
-    assert lines[0].split()[:4] == ["ID", "AGE", "STATE", "SESSION"]
-    assert "5m" in lines[1] and "running" in lines[1] and "where is my answer" in lines[1]
 
 
 # --- graceful drain -------------------------------------------------------------------------

@@ -1,24 +1,20 @@
 """bot/storage/traces.py: a trace round trip and ``recent_traces``' order and filters; traces
 across runs: a spawned or delegated run's trace names its parent trace and tool span;
 ``recent_traces`` lists top-level runs only, ``children_of`` the next level, ``render_tree``
-nests child runs under the span that started them, and ``loopgate traces`` prints it all.
+nests child runs under the span that started them (``loopgate traces`` is in
+tests/bot/cli/test_traces.py).
 
 Store tests run on SQLite and (when LOOPGATE_TEST_POSTGRES_URL is set) Postgres.
 """
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
-import yaml
 from sqlalchemy import select
 
 from agent_core.tracing import SpanKind, Trace, new_trace, render_tree, tool_span_id
-from bot import cli
-from bot.storage import Database, SqlTraceStore, open_database
+from bot.storage import Database, SqlTraceStore
 from bot.storage.models import TraceRow
 from bot.storage.traces import child_traces
 
@@ -150,32 +146,6 @@ async def test_child_without_its_span_goes_under_the_parent_root(db: Database) -
     found = await child_traces(store, [lead])
     assert [t.id for t in found[lead.root.id]] == [orphan.id]
     assert any("agent=orphan" in line for line in render_tree(lead, found))
-
-
-def test_loopgate_traces_prints_the_whole_tree(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'traces.db'}"
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump({"database": {"url": url}}))
-    lead = run_trace("lead", tool="spawn")
-    worker = run_trace("worker", parent=lead, span_id=tool_span(lead), offset=1, tool="spawn")
-    helper = run_trace("helper", parent=worker, span_id=tool_span(worker), offset=2)
-
-    async def save() -> None:
-        async with await open_database(url) as db:
-            for trace in (helper, worker, lead):
-                await SqlTraceStore(db).save_trace(trace)
-
-    asyncio.run(save())
-    assert cli.main(["traces", "--config", str(config_path)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    headers = [line for line in lines if " run=run-" in line]
-    assert len(headers) == 3  # one tree: the children are not listed as traces of their own
-    assert "agent=lead" in headers[0] and not headers[0].startswith(" ")
-    assert headers[1].lstrip().startswith("↳ ") and "agent=worker" in headers[1]
-    assert headers[2].lstrip().startswith("↳ ") and "agent=helper" in headers[2]
-    assert len(headers[2]) - len(headers[2].lstrip()) > len(headers[1]) - len(headers[1].lstrip())
 
 
 async def test_trace_round_trip(db: Database) -> None:
