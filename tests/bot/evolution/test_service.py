@@ -1,4 +1,6 @@
-"""Reviewing suggestions: approve applies the change (the router sees it at once) and records
+"""``bot/evolution/service.py``, the service the CLI, the dashboard and the schedule call.
+
+Reviewing suggestions: approve applies the change (the router sees it at once) and records
 the baseline; reject records who and why; the next cycle keeps a change or rolls it back after
 a quality drop; the history says all of it."""
 
