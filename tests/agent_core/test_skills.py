@@ -1,5 +1,6 @@
-"""Skills (Agent Skills format): discovery, the prompt's sections 8/9, skill_search, and the
-confinement of reading a shared skill to its own folder."""
+"""Skills (Agent Skills format): discovery, the prompt's sections 8/9, when skill_search is
+offered, and the confinement of reading a shared skill to its own folder. The skill_search tool
+itself is tested in ``tests/agent_core/tools/test_skills.py``."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from agent_core.prompt import SKILLS_INLINE_MAX, build_system_prompt
 from agent_core.skills import DESCRIPTION_MAX_CHARS, Skill, discover_skills, shared_folders
 from agent_core.testing import ScriptedProvider, reply
 from agent_core.tools import LIST_FILES, READ_FILE, WRITE_FILE, ToolContext
-from agent_core.tools.skills import SKILL_SEARCH, SKILL_TOOLS
+from agent_core.tools.skills import SKILL_TOOLS
 from tests.agent_core.test_loop import make_loop, request
 
 NOW = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
@@ -256,58 +257,6 @@ def tool_ctx(tmp_path: Path, skills: tuple[Skill, ...] = ()) -> ToolContext:
         skills=skills,
         read_roots=shared_folders(skills),
     )
-
-
-class TestSkillSearch:
-    @pytest.fixture
-    def skills(self, tmp_path: Path) -> tuple[Skill, ...]:
-        shared = tmp_path / "shared"
-        write_skill(tmp_path / "ws" / "skills", "pdf", "", name="pdf", description="Fill PDF forms")
-        write_skill(shared, "xlsx", "", name="xlsx", description="Spreadsheets: formulas, charts")
-        write_skill(shared, "docx", "", name="docx", description="Word documents and PDF export")
-        write_skill(shared, "slack-gif", "", name="slack-gif", description="Animated GIFs")
-        return discover_skills(tmp_path / "ws", [shared])
-
-    async def search(self, ctx: ToolContext, **args: object) -> dict[str, list[dict[str, str]]]:
-        result = await SKILL_SEARCH.handler(dict(args), ctx)
-        parsed: dict[str, list[dict[str, str]]] = json.loads(result)
-        return parsed
-
-    async def test_ranks_by_name_and_description_with_the_path_to_read(
-        self, tmp_path: Path, skills: tuple[Skill, ...]
-    ) -> None:
-        found = (await self.search(tool_ctx(tmp_path, skills), query="pdf"))["skills"]
-        assert [s["name"] for s in found] == ["pdf", "docx"]  # the name match first
-        assert found[0] == {
-            "name": "pdf",
-            "description": "Fill PDF forms",
-            "path": "skills/pdf/SKILL.md",
-        }
-        assert found[1]["path"] == str((tmp_path / "shared" / "docx" / "SKILL.md").resolve())
-
-    async def test_description_words_and_limit(
-        self, tmp_path: Path, skills: tuple[Skill, ...]
-    ) -> None:
-        ctx = tool_ctx(tmp_path, skills)
-        found = (await self.search(ctx, query="spreadsheet charts"))["skills"]
-        assert [s["name"] for s in found] == ["xlsx"]
-        assert len((await self.search(ctx, query="pdf", limit=1))["skills"]) == 1
-
-    async def test_no_match_and_bad_arguments(
-        self, tmp_path: Path, skills: tuple[Skill, ...]
-    ) -> None:
-        ctx = tool_ctx(tmp_path, skills)
-        assert "No skill matches" in await SKILL_SEARCH.handler({"query": "kubernetes"}, ctx)
-        with pytest.raises(ToolError, match="query"):
-            await SKILL_SEARCH.handler({"query": "  "}, ctx)
-        with pytest.raises(ToolError, match="limit"):
-            await SKILL_SEARCH.handler({"query": "pdf", "limit": "many"}, ctx)
-
-    def test_is_a_read_only_deferred_tool(self) -> None:
-        assert SKILL_TOOLS == (SKILL_SEARCH,) and SKILL_SEARCH.read_only
-        registry = with_skill_search()
-        assert "skill_search" not in [s.name for s in registry.specs()]
-        assert registry.get("skill_search") is SKILL_SEARCH
 
 
 class TestConfinement:

@@ -1,5 +1,6 @@
-"""MCP search mode and prompt sections 10/11, on plain Tool objects (no server needed):
-ranking, deferral above ``mcp_inline_max``, discovery through ``mcp_tool_search``."""
+"""MCP search mode, on plain Tool objects (no server needed): ranking, deferral above
+``mcp_inline_max``, discovery through ``mcp_tool_search``. The prompt sections are in
+``test_prompt.py``."""
 
 from __future__ import annotations
 
@@ -9,14 +10,10 @@ from typing import Any
 
 import pytest
 
-from agent_core import AgentSettings, RunRequest
 from agent_core.errors import ToolError
 from agent_core.mcp._search import MCP_TOOL_SEARCH, add_mcp_tools
-from agent_core.mcp.prompt import mcp_tools
-from agent_core.prompt import PromptContext
 from agent_core.tools.base import Tool, ToolContext, ToolRegistry
 from agent_core.tools.ranking import Entry, rank, words
-from tests.agent_core.test_prompt import NOW
 
 
 async def _noop(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -105,35 +102,3 @@ class TestDeferral:
         ctx = tool_ctx(tmp_path)
         assert "No MCP tool" in await search.handler({"query": "zebra"}, ctx)
         assert ctx.discovered == set()
-
-
-def prompt_ctx(tmp_path: Path, registry: ToolRegistry) -> PromptContext:
-    settings = AgentSettings(id="main", model="m", workspace=tmp_path)
-    request = RunRequest("agent:main:x", "hi", "u1", channel="telegram")
-    return PromptContext(settings, request, registry, tmp_path, NOW)
-
-
-class TestPromptSections:
-    def test_inline_section_lists_real_descriptions_by_server(self, tmp_path: Path) -> None:
-        registry = ToolRegistry()
-        tools = [
-            mcp_tool("github", "create_issue", "Open an issue\nin a repository."),
-            mcp_tool("files", "read", "Read a file.", read_only=True),
-        ]
-        add_mcp_tools(registry, tools, inline_max=40)
-        text = mcp_tools(prompt_ctx(tmp_path, registry))
-        assert text is not None and text.startswith("## MCP tools\n")
-        assert "### files\n- files__read: Read a file." in text
-        assert "### github\n- github__create_issue: Open an issue in a repository." in text
-        assert text.index("### files") < text.index("### github")
-
-    def test_search_section_names_the_tool_and_servers(self, tmp_path: Path) -> None:
-        registry = ToolRegistry()
-        add_mcp_tools(registry, many(100), inline_max=40)
-        text = mcp_tools(prompt_ctx(tmp_path, registry))
-        assert text is not None and text.startswith("## MCP tools (search)")
-        assert "100 tools" in text and "(bulk)" in text and MCP_TOOL_SEARCH in text
-        assert "create_invoice" not in text
-
-    def test_no_mcp_tools_no_section(self, tmp_path: Path) -> None:
-        assert mcp_tools(prompt_ctx(tmp_path, ToolRegistry())) is None

@@ -17,7 +17,6 @@ from bot.app import Loopgate
 from bot.cluster.connection import RedisLink
 from bot.cluster.pacing import RedisPaceStore
 from channels import ChatRef, ChatType
-from channels.pacing import SharedPacing
 from channels.protocol import PaceBucket
 from channels.slack import SlackChannel
 from channels.telegram import RateLimits, SendPacer
@@ -137,18 +136,6 @@ async def test_a_store_that_does_not_answer_falls_back_to_local_pacing(
     assert times[-1] - started < 0.1 + 3 * STEP + 0.2
     assert_paced_as_one(times, burst=2)
     assert times[3] - times[0] >= 2 * STEP - SLACK  # paced, not let through
-
-
-async def test_local_fallback_asks_the_store_again_later() -> None:
-    store = HangingStore()
-    now = [0.0]
-    shared = SharedPacing(store, channel="telegram", timeout=0.05, clock=lambda: now[0])
-    assert await shared.take([PaceBucket("chat:1", 1, 1)]) is None
-    assert await shared.take([PaceBucket("chat:1", 1, 1)]) is None
-    assert store.calls == 1
-    now[0] += shared.retry_after
-    assert await shared.take([PaceBucket("chat:1", 1, 1)]) is None
-    assert store.calls == 2
 
 
 @needs_redis

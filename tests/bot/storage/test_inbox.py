@@ -13,7 +13,6 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import text as sql
 from sqlalchemy import update
@@ -21,7 +20,6 @@ from structlog.testing import capture_logs
 
 from bot.app import Loopgate
 from bot.config import Config
-from bot.http.server import create_app
 from bot.pipeline.chunking import render_chunks
 from bot.storage import Database, SqlDedupeStore, open_database
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
@@ -352,37 +350,6 @@ async def test_drain_hands_unfinished_work_to_the_next_process(
         dm = ChatDriver(app, DM)
         await dm.wait_for(lambda: len(dm.texts()) == 2)
         assert dm.texts() == ["answer to the first", "second"]
-
-
-async def test_healthz_answers_503_draining_with_the_inbox_depth(
-    tmp_path: Path, llm: FakeLLM
-) -> None:
-    llm.script(delay(30, text("x")))
-    async with Loopgate(make_config(tmp_path, llm)) as app:
-        http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=create_app(app, manage_lifespan=False)),
-            base_url="http://loopgate",
-        )
-        async with http:
-            health = await http.get("/healthz")
-            assert health.status_code == 200 and health.json()["inbox"]["depth"] == 0
-            dm = ChatDriver(app, DM)
-            await dm.send("slow")
-            await dm.wait_for(lambda: app.registry.active_runs == 1)
-            assert (await http.get("/healthz")).json()["inbox"] == {
-                "depth": 1,
-                "queued": 0,
-                "running": 1,
-            }
-            drain = asyncio.create_task(app.drain(grace=30))
-
-            async def draining() -> httpx.Response | None:
-                response = await http.get("/healthz")
-                return response if response.status_code == 503 else None
-
-            health = await wait_until(draining, 5)
-            assert health.status_code == 503 and health.json()["status"] == "draining"
-            drain.cancel()
 
 
 async def test_a_shutdown_waits_for_the_chunk_being_sent(tmp_path: Path, llm: FakeLLM) -> None:
