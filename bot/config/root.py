@@ -216,6 +216,8 @@ class Config(StrictModel):
                         f"agents.list.{i}.{key}: unknown provider {name!r} "
                         f"(defined: {', '.join(sorted(providers))})"
                     )
+            if agent.heartbeat is not None:
+                problems += self._heartbeat_chat_problems(i, agent.heartbeat.chat)
             for name in agent.mcp_servers or ():
                 if name not in self.mcp.servers:
                     problems.append(
@@ -224,6 +226,20 @@ class Config(StrictModel):
                     )
         return problems
 
+    def _heartbeat_chat_problems(self, index: int, chat: str) -> list[str]:
+        """A heartbeat speaks in a chat of an enabled channel; otherwise every beat would fail."""
+        channel = chat.split(":", 1)[0]
+        platforms = {name: getattr(self.channels, name).enabled for name in PLATFORM_CHANNELS}
+        if channel == "web" or platforms.get(channel):
+            return []
+        enabled = ", ".join(["web", *(name for name, on in platforms.items() if on)])
+        return [
+            f"agents.list.{index}.heartbeat.chat: channel {channel!r} is not enabled "
+            f"(enabled: {enabled})"
+        ]
+
+
+PLATFORM_CHANNELS = ("telegram", "slack", "zalo")
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 

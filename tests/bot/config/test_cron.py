@@ -66,7 +66,8 @@ def test_heartbeat() -> None:
                         "active_hours": "08:00-22:00",
                     },
                 }
-            }
+            },
+            "channels": {"telegram": {"enabled": True, "token": "123:abc"}},
         },
         {},
     )
@@ -75,6 +76,21 @@ def test_heartbeat() -> None:
     assert agent.heartbeat is not None
     assert (agent.heartbeat.every, agent.heartbeat.chat) == (1800.0, "telegram:42")
     assert "NO_REPLY" in agent.heartbeat.message
+
+
+def test_a_heartbeat_in_a_channel_that_is_not_enabled_names_its_key() -> None:
+    beat = {"every": "30m", "chat": "slack:C1"}
+    with pytest.raises(ConfigFileError) as caught:
+        parse_config(
+            {
+                "agents": {"main": {"heartbeat": beat}},
+                "channels": {"telegram": {"enabled": True, "token": "123:abc"}},
+            },
+            {},
+        )
+    assert caught.value.problems == [
+        "agents.list.0.heartbeat.chat: channel 'slack' is not enabled (enabled: web, telegram)"
+    ]
 
 
 def test_active_hours() -> None:

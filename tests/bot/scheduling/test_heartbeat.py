@@ -17,7 +17,10 @@ NOW = datetime(2026, 12, 4, 23, 10, tzinfo=UTC)
 def config(**beat: object) -> Config:
     heartbeat = {"every": "30m", "chat": "telegram:42", **beat}
     return parse_config(
-        {"agents": {"main": {"timezone": "Europe/Berlin", "heartbeat": heartbeat}, "quiet": {}}},
+        {
+            "agents": {"main": {"timezone": "Europe/Berlin", "heartbeat": heartbeat}, "quiet": {}},
+            "channels": {"telegram": {"enabled": True, "token": "123:abc"}},
+        },
         {},
     )
 
