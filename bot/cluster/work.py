@@ -76,6 +76,11 @@ class ClusterWork:
             self._received[job.inbox_id] = job
         self._spawn(self.claim(job.session_key))
 
+    def claim_soon(self, session_key: str) -> None:
+        """Claim ``session_key`` in the background: its new unowned entries (a scheduled
+        occurrence) are queued here if this process gets the session, else by its holder."""
+        self._spawn(self.claim(session_key))
+
     async def claim(self, session_key: str) -> int:
         """Take ``session_key`` and queue its claimable entries; returns how many."""
         pipeline = self._pipeline

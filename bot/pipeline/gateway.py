@@ -316,11 +316,17 @@ class Gateway:
         if not self.accepting or self.inbox is None:
             raise NotAccepted("the service is shutting down")
         job = self._job(msg, agent_id, session_key, answer=answer)
-        starts = self.scheduler.starts_at_once(job.session_key, job.concurrency)
-        await self._store(job, dedupe_key, starts=starts, answer=answer)
+        # With several processes the chat's session holder runs it, in order with the chat's
+        # messages, as it runs a message another process received.
+        shared = self.work is not None and msg.chat.channel not in self.local_channels
+        starts = not shared and self.scheduler.starts_at_once(job.session_key, job.concurrency)
+        await self._store(job, dedupe_key, starts=starts, owned=not shared, answer=answer)
         if job.inbox_id is None:
             return None
-        self.scheduler.submit(job)
+        if shared and self.work is not None:
+            self.work.claim_soon(job.session_key)
+        else:
+            self.scheduler.submit(job)
         return job
 
     def resubmit(self, entry: InboxEntry, *, replayed: bool = True) -> Job:

@@ -48,4 +48,9 @@ class WorkClaims(Protocol):
 
     def dispatch(self, job: Job) -> None: ...
 
+    def claim_soon(self, session_key: str) -> None:
+        """Entries of ``session_key`` were stored unowned (a scheduled occurrence): the process
+        holding the session runs them, in order with the chat's messages."""
+        ...
+
     async def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> None: ...

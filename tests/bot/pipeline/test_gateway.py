@@ -514,6 +514,65 @@ class TestHandOver:
                 await h.send("hi", message_id="m-1")
 
 
+class ClaimRecorder:
+    """The cluster's side of a stored occurrence: which sessions were to be claimed."""
+
+    def __init__(self) -> None:
+        self.claims: list[str] = []
+
+    def dispatch(self, job: Job) -> None:
+        raise AssertionError("a scheduled occurrence is not dispatched as a received message")
+
+    def claim_soon(self, session_key: str) -> None:
+        self.claims.append(session_key)
+
+    async def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> None:
+        raise AssertionError("not used here")
+
+
+class TestEnqueue:
+    """A turn nobody typed (a scheduled occurrence): stored once under its key, then run."""
+
+    async def test_it_runs_here_and_its_key_is_taken_once(self, inbox: SqlInbox) -> None:
+        async with gateway(inbox=inbox) as h:
+            msg = message("remind me", message_id="cron-1")
+            job = await h.gateway.enqueue(
+                msg, agent_id="main", session_key=DM_KEY, dedupe_key="cron:j1:t1"
+            )
+            assert job is not None
+            await settled(job.done)
+            again = await h.gateway.enqueue(
+                msg, agent_id="main", session_key=DM_KEY, dedupe_key="cron:j1:t1"
+            )
+            assert again is None  # another ticker fired the same occurrence
+            assert h.agent.asked() == ["remind me"]
+
+    async def test_with_several_processes_the_sessions_holder_runs_it(
+        self, inbox: SqlInbox
+    ) -> None:
+        async with gateway(inbox=inbox) as h:
+            work = ClaimRecorder()
+            h.gateway.distribute(work)
+            msg = message("remind me", message_id="cron-1")
+            job = await h.gateway.enqueue(
+                msg, agent_id="main", session_key=DM_KEY, dedupe_key="cron:j1:t1"
+            )
+            assert job is not None and job.inbox_id is not None
+            entry = await inbox.get(job.inbox_id)
+            assert entry is not None and entry.owner is None  # whoever claims the session
+            assert entry.state is InboxState.QUEUED
+            assert work.claims == [DM_KEY] and h.agent.requests == []
+
+    async def test_nothing_fires_while_shutting_down(self, inbox: SqlInbox) -> None:
+        async with gateway(inbox=inbox) as h:
+            h.gateway.hand_over()
+            with pytest.raises(NotAccepted):
+                await h.gateway.enqueue(
+                    message("late"), agent_id="main", session_key=DM_KEY, dedupe_key="cron:x"
+                )
+            assert await entries(inbox) == []
+
+
 class FlakyInbox(SqlInbox):
     """Fails its first ``accept``, as a database blip would."""
 

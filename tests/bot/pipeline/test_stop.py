@@ -22,6 +22,9 @@ class FakeWork:
     def dispatch(self, job: object) -> None:
         raise AssertionError("not used here")
 
+    def claim_soon(self, session_key: str) -> None:
+        raise AssertionError("not used here")
+
     async def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> None:
         self.asked.append((session_key, sender, admin))
 
