@@ -25,8 +25,6 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
-
 from agent_core.errors import AgentError
 
 FORMATS = (
@@ -97,6 +95,8 @@ class Schedule:
                 return anchor + step
             # On the anchor's grid, so every process computes the same instants.
             return anchor + step * ((after - anchor) // step + 1)
+        from croniter import croniter  # imported when a cron expression is used: ~5 MiB
+
         runs = croniter(self.spec, after.astimezone(self.zone))
         return runs.get_next(datetime).astimezone(UTC)
 
@@ -136,7 +136,7 @@ def parse_schedule(text: str, timezone: str, now: datetime, *, min_interval: flo
             )
         return Schedule(ScheduleKind.ONCE, at.astimezone(UTC).isoformat(), timezone, clean)
     fields = clean.split(" ")
-    if len(fields) == _CRON_FIELDS and croniter.is_valid(clean):
+    if len(fields) == _CRON_FIELDS and _valid_cron(clean):
         schedule = Schedule(ScheduleKind.CRON, clean, timezone, clean)
         _check_interval(clean, _shortest_gap(schedule, now), min_interval)
         return schedule
@@ -160,7 +160,16 @@ def _instant(value: str, zone: ZoneInfo) -> datetime:
     return at
 
 
+def _valid_cron(expression: str) -> bool:
+    from croniter import croniter  # imported when a cron expression is used: ~5 MiB
+
+    valid: bool = croniter.is_valid(expression)
+    return valid
+
+
 def _shortest_gap(schedule: Schedule, now: datetime) -> float:
+    from croniter import CroniterError, croniter
+
     try:
         runs = croniter(schedule.spec, now.astimezone(schedule.zone))
         times = [runs.get_next(datetime) for _ in range(_CRON_GAPS_CHECKED)]
