@@ -18,7 +18,8 @@ RESERVE = 64
 """Room kept free in a message for a closing code fence or a marker such as " (stopped)"."""
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-MAX_FENCE_LINE = 200  # a longer opening line is not repeated in the next message
+MAX_FENCE_LINE = 200
+"""A longer opening line is repeated in the next message as its bare fence (``` or ~~~)."""
 
 
 def open_fence(text: str) -> str | None:
@@ -76,6 +77,8 @@ def split_for_messages(text: str) -> list[str]:
         rest = rest[n:].lstrip("\n")
         opener = (open_fence(part) or "") if rest else ""
         if len(opener) > MAX_FENCE_LINE:
-            opener = ""
+            # Still closed here and reopened there, or the rest would not show as code.
+            bare = re.match(r"[`~]+", opener)
+            opener = bare.group() if bare else "```"
         parts.append(part + (fence_closer(part, opener) if opener else ""))
     return parts

@@ -124,8 +124,12 @@ class TestSplitForMessages:
         assert all(len(p) <= MESSAGE_CHARS for p in parts)
         assert parts[-1].endswith("```\nafter")
 
-    def test_an_overlong_opening_line_is_not_repeated(self) -> None:
+    def test_an_overlong_opening_line_is_repeated_as_its_bare_fence(self) -> None:
         opener = "```" + "a" * MAX_FENCE_LINE
         parts = split_for_messages(opener + "\n" + "y = 2\n" * 3000)
         assert len(parts) >= 2
-        assert not any(p.startswith("```") for p in parts[1:])
+        assert parts[0].startswith(opener) and parts[0].endswith("\n```")
+        assert all(p.startswith("```\ny = 2") for p in parts[1:])  # the code stays code
+        # Each message closes the block it continues (the last as the answer does: open).
+        assert all(open_fence(p) is None for p in parts[:-1])
+        assert all(len(p) <= MESSAGE_CHARS for p in parts)
