@@ -8,14 +8,16 @@ transparency as PNG, scaled down when the longest side is over :data:`MAX_SIDE`.
 from __future__ import annotations
 
 import io
-
-from PIL import Image, UnidentifiedImageError
+from typing import TYPE_CHECKING
 
 from agent_core.errors import AgentError
 from agent_core.messages import ImagePart
 
 MAX_SIDE = 2048
 ACCEPTED_FORMATS = frozenset({"JPEG", "PNG", "WEBP", "GIF"})
+if TYPE_CHECKING:
+    from PIL.Image import Image as PilImage
+
 _JPEG_QUALITY = 85
 # A decompression bomb (a small file that decodes to gigapixels) must fail, not eat the memory.
 _MAX_PIXELS = 64_000_000
@@ -31,6 +33,9 @@ def prepare_image(raw: bytes, *, name: str, path: str, max_side: int = MAX_SIDE)
     ``width`` and ``height`` of the result are the original's: the note tells the model what
     the user sent, not what was resampled. Raises :class:`ImageUnreadable`.
     """
+    # Pillow loads with the first image, not at start-up (what a start imports: issue 16).
+    from PIL import Image, UnidentifiedImageError
+
     try:
         with Image.open(io.BytesIO(raw)) as image:
             if image.format not in ACCEPTED_FORMATS:
@@ -47,7 +52,9 @@ def prepare_image(raw: bytes, *, name: str, path: str, max_side: int = MAX_SIDE)
     return ImagePart(name=name, path=path, width=width, height=height, mime=mime, data=data)
 
 
-def _encode(image: Image.Image, max_side: int) -> tuple[bytes, str]:
+def _encode(image: PilImage, max_side: int) -> tuple[bytes, str]:
+    from PIL import Image
+
     frame = image.copy()  # the first frame of a GIF or animated WebP
     if max(frame.size) > max_side:
         frame.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
