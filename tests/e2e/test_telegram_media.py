@@ -11,7 +11,7 @@ from typing import Any
 from agent_core import user_workspace
 from bot.app import Loopgate
 from tests.conftest import make_config
-from tests.fakes.llm_server import FakeLLM
+from tests.fakes.llm_server import FakeLLM, delay, text
 from tests.fakes.telegram_server import FakeTelegram
 from tests.image_support import jpeg, size_of
 from tests.telegram_support import telegram_section
@@ -123,3 +123,23 @@ async def test_max_attachments_skips_the_extra_ones(
 
     assert tg.texts()[0] == f"Skipped: {name} (over 0 attachments)."
     assert tg.file_downloads == []
+
+
+async def test_a_photo_cut_off_by_a_restart_is_downloaded_again_on_replay(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    # The stop cuts the first answer off (its grace is short), so the entry goes back to the
+    # inbox holding only the file id; the next process fetches the photo anew.
+    llm.script(delay(30, text("never sent")), text("seen it"))
+    cfg = config(tmp_path, llm, tg, bot={"shutdown_grace": 0.2})
+    async with Loopgate(cfg):
+        tg.push(tg.private_message(None, photo=tg.photo(jpeg()), caption="keep this"))
+        await llm.wait_for(lambda: len(llm.chat_requests) == 1)
+    assert tg.texts() == []
+    async with Loopgate(cfg):
+        await tg.wait_for(lambda: tg.texts() == ["seen it"])
+
+    assert tg.file_downloads == ["photos/file-2.jpg", "photos/file-2.jpg"]
+    first, second = (r.json["messages"][-1]["content"] for r in llm.chat_requests)
+    assert first == second  # the same caption and the same image part
+    assert [p["type"] for p in second] == ["text", "image_url"]

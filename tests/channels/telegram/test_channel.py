@@ -280,6 +280,6 @@ class TestFiles:
 
     async def test_an_unknown_file_id_is_a_bad_request(self, tg: FakeTelegram) -> None:
         async with started(tg) as channel:
-            with pytest.raises(BadRequest, match="(?i)invalid file_id"):
+            with pytest.raises(BadRequest, match=r"(?i)invalid file_id"):
                 await channel.fetch_file(Attachment("image", "gone", "p.jpg", "image/jpeg"))
         assert tg.file_downloads == []
