@@ -306,7 +306,11 @@ class TurnRunner:
             log.error("run.unknown_agent", run_id=job.run_id, agent_id=job.agent_id, error=str(exc))
             return RunResult(run_id=job.run_id, status=RunStatus.FAILED, error=UNKNOWN_AGENT)
         user_id = f"{msg.chat.channel}:{msg.sender.id}"
-        media = await self._fetch_media(msg, loop.settings, user_id)
+        media = (
+            await self._fetch_media(msg, loop.settings, user_id)
+            if msg.attachments
+            else FetchedMedia()
+        )
         request = RunRequest(
             session_key=job.session_key,
             message=media.model_text(msg.text),
@@ -335,7 +339,7 @@ class TurnRunner:
         self, msg: InboundMessage, settings: AgentSettings, user_id: str
     ) -> FetchedMedia:
         channel = self.channels.get(msg.chat.channel)
-        if channel is None or not msg.attachments:
+        if channel is None:
             return FetchedMedia()
         media = await fetch_media(
             channel,
