@@ -17,8 +17,10 @@ from agent_core.bootstrap import (
     Workspaces,
     truncate_for_prompt,
 )
+from agent_core.errors import AgentError
 from agent_core.events import Event, EventBus, EventType, Subscriber
 from agent_core.hooks import PreToolUseHook
+from agent_core.images import ImageUnreadable, prepare_image
 from agent_core.locks import SharedLocks
 from agent_core.loop import Loop
 from agent_core.memory import (
@@ -29,7 +31,7 @@ from agent_core.memory import (
     memory_tools,
     query_terms,
 )
-from agent_core.messages import Message, SessionHistory, ToolCall, Usage
+from agent_core.messages import ImagePart, Message, SessionHistory, ToolCall, Usage
 from agent_core.prompt import PromptContext, find_skills, render_with_markers
 from agent_core.run import RunRequest, RunResult, RunStatus, is_no_reply
 from agent_core.sanitize import sanitize_output
@@ -52,6 +54,7 @@ from agent_core.stream_sanitize import safe_preview
 from agent_core.tools import FILE_TOOLS, SKILL_TOOLS, Tool, ToolRegistry
 from agent_core.tracing import Span, SpanKind, Trace, render_tree
 from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel
+from agent_core.workspace import WorkspaceFull, save_inbox_file, user_workspace
 
 __all__ = [
     "AGENT_LEVEL_FILES",
@@ -60,6 +63,7 @@ __all__ = [
     "SKILL_TOOLS",
     "STANDARD_FILES",
     "USER_MD",
+    "AgentError",
     "AgentSettings",
     "AgentType",
     "CompactionSettings",
@@ -68,6 +72,8 @@ __all__ = [
     "EventBus",
     "EventType",
     "FileStamp",
+    "ImagePart",
+    "ImageUnreadable",
     "Loop",
     "MemoryDocument",
     "MemoryFlushSettings",
@@ -97,6 +103,7 @@ __all__ = [
     "Trace",
     "TraceStore",
     "Usage",
+    "WorkspaceFull",
     "Workspaces",
     "add_self_evolution_tools",
     "cancel_and_wait",
@@ -105,11 +112,14 @@ __all__ = [
     "is_no_reply",
     "memory_tools",
     "parse_schedule",
+    "prepare_image",
     "query_terms",
     "render_tree",
     "render_with_markers",
     "safe_preview",
     "sanitize_output",
+    "save_inbox_file",
     "time_zone",
     "truncate_for_prompt",
+    "user_workspace",
 ]

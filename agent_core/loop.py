@@ -267,6 +267,26 @@ class Loop:
             max_tokens=self.settings.max_tokens,
         )
         try:
+            return await self._call_with_fallback(state, iteration, model_request)
+        except ProviderError as exc:
+            if not _refuses_images(exc, state.messages):
+                raise
+            # A model without vision answers 4xx to image parts: the images become their
+            # notes (the saved paths) for the rest of the run, and the call is made again.
+            log.warning(
+                "provider.images_refused",
+                run_id=state.request.run_id,
+                provider=self.provider.name,
+                error=str(exc)[:200],
+            )
+            state.messages = [m.with_image_notes() for m in state.messages]
+            without = replace(model_request, messages=state.messages)
+            return await self._call_with_fallback(state, iteration, without)
+
+    async def _call_with_fallback(
+        self, state: RunState, iteration: int, model_request: ModelRequest
+    ) -> ModelResponse:
+        try:
             return await self._call_provider(state, iteration, self.provider, model_request)
         except ProviderError as exc:
             if self.fallback is None:
@@ -410,3 +430,10 @@ class Loop:
             await self.traces.save_trace(trace)
         except Exception:
             log.exception("trace.save_failed", trace_id=trace.id)
+
+
+_IMAGE_REFUSAL_STATUSES = frozenset({400, 415, 422})
+
+
+def _refuses_images(exc: ProviderError, messages: list[Message]) -> bool:
+    return exc.status_code in _IMAGE_REFUSAL_STATUSES and any(m.images for m in messages)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,20 +28,56 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image a user sent, as the model sees it.
+
+    ``path`` is where the original was saved in the user's workspace: history and traces keep
+    only that reference (see :meth:`note`), never the bytes. ``data`` is the picture re-encoded
+    for the model (PNG or JPEG, ``mime``); it lives only in the run's memory.
+    """
+
+    name: str
+    path: str
+    width: int
+    height: int
+    mime: str = "image/jpeg"
+    data: bytes = field(default=b"", repr=False, compare=False)
+
+    def note(self) -> str:
+        return f"[image: {self.name}, {self.width}×{self.height}, saved to {self.path}]"
+
+    def data_url(self) -> str:
+        return f"data:{self.mime};base64,{self.base64()}"
+
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     role: Role
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None  # tool name on tool results
+    images: tuple[ImagePart, ...] = ()
+    """Images of a user message; providers send them as image parts after the text."""
+
+    def with_image_notes(self) -> Message:
+        """This message with each image replaced by its text note: what history keeps."""
+        if not self.images:
+            return self
+        notes = "\n".join(image.note() for image in self.images)
+        content = f"{self.content}\n{notes}" if self.content else notes
+        return Message(self.role, content, self.tool_calls, self.tool_call_id, self.name)
 
     @classmethod
     def system(cls, content: str) -> Message:
         return cls("system", content)
 
     @classmethod
-    def user(cls, content: str) -> Message:
-        return cls("user", content)
+    def user(cls, content: str, images: tuple[ImagePart, ...] = ()) -> Message:
+        return cls("user", content, images=images)
 
     @classmethod
     def assistant(cls, content: str = "", tool_calls: tuple[ToolCall, ...] = ()) -> Message:

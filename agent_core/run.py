@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core.messages import Usage
+from agent_core.messages import ImagePart, Usage
 
 NO_REPLY = "NO_REPLY"
 """A final answer of exactly this token (after sanitizing) means: deliver nothing."""
@@ -50,6 +50,8 @@ class RunRequest:
     history_turns: int | None = None
     """Past user turns the model sees, replacing the agent's ``history_limit`` (0: none, so a
     repeating job's context does not grow without end)."""
+    images: tuple[ImagePart, ...] = field(default=(), repr=False)
+    """Images the user sent with ``message`` (saved in the workspace by the caller)."""
     origin: Any = field(default=None, compare=False)
     """Opaque to the agent core: where the run came from (the bot's chat). Background results
     are announced back with it."""

@@ -61,13 +61,15 @@ async def prepare_run(
         if history.summary:
             messages += summary_messages(history.summary)
         messages += prepare_history(history.messages, turns)
-    user = Message.user(bound_input(request.message, settings.max_message_chars))
-    messages.append(user)
+    user = Message.user(bound_input(request.message, settings.max_message_chars), request.images)
+    # History gets the images' notes (their saved paths), never their bytes.
+    stored_user = user.with_image_notes()
+    messages.append(user if settings.vision else stored_user)
     state = RunState(
         request=request,
         trace=trace,
         messages=messages,
-        buffer=[user],
+        buffer=[stored_user],
         stored=history.messages,
         summary=history.summary,
         place=place,

@@ -83,6 +83,8 @@ class AgentSettings:
     context_window: int = CONTEXT_WINDOW
     max_message_chars: int = MAX_MESSAGE_CHARS
     history_limit: int = HISTORY_LIMIT_TURNS
+    vision: bool = True
+    """Images go to the model as image parts; off: as a text note with the saved path."""
     timezone: str = "UTC"  # the prompt's Time section and the cron tool's schedules
     system_prompt: str = ""  # operator's extra instructions, appended to the built prompt
     temperature: float | None = None

@@ -154,8 +154,13 @@ def byte_bound(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
+IMAGE_TOKENS = 1600
+"""What one image costs, about: both big providers bill a 2048-px picture near this after
+their own downscaling; the provider's reported usage calibrates the rest."""
+
+
 def _message_bound(message: Message) -> int:
-    total = MESSAGE_OVERHEAD + byte_bound(message.content)
+    total = MESSAGE_OVERHEAD + byte_bound(message.content) + IMAGE_TOKENS * len(message.images)
     for call in message.tool_calls:
         total += TOOL_CALL_OVERHEAD + byte_bound(call.name) + byte_bound(call.arguments)
     return total
@@ -213,6 +218,7 @@ class TokenCounter:
             self._cache.move_to_end(message)
             return cached
         total = MESSAGE_OVERHEAD + self.count_text(message.content)
+        total += IMAGE_TOKENS * len(message.images)
         for call in message.tool_calls:
             total += (
                 TOOL_CALL_OVERHEAD + self.count_text(call.name) + self.count_text(call.arguments)

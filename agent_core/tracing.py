@@ -147,6 +147,8 @@ def messages_as_json(messages: Sequence[Message]) -> str:
     wire: list[dict[str, Any]] = []
     for m in messages:
         item: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.images:  # the reference, never the bytes
+            item["images"] = [image.note() for image in m.images]
         if m.tool_calls:
             item["tool_calls"] = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls

@@ -117,6 +117,34 @@ def write_bytes_nofollow(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+INBOX_DIR = "inbox"
+"""Where files users send are saved in their workspace, for the file tools to read later."""
+
+
+class WorkspaceFull(AgentError):
+    """Saving a file would pass the workspace quota; nothing was written."""
+
+
+def save_inbox_file(root: Path, name: str, data: bytes, max_bytes: int) -> str:
+    """Save ``data`` as ``inbox/<name>`` in the workspace ``root``; the workspace-relative path.
+
+    The name is reduced to safe characters. The same name again overwrites the file (a
+    replayed message saves the same file anew); raises :class:`WorkspaceFull` over the quota.
+    """
+    safe = _UNSAFE.sub("_", unicodedata.normalize("NFKC", name)).strip("._")[:100] or "file"
+    relative = f"{INBOX_DIR}/{safe}"
+    target = resolve_inside(root, relative)
+    replaced = target.stat().st_size if target.is_file() else 0
+    used = workspace_size(root)
+    if used - replaced + len(data) > max_bytes:
+        raise WorkspaceFull(f"{relative}: {len(data)} bytes would pass the quota ({max_bytes})")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not is_inside(root.resolve(), target.parent.resolve()):  # a link planted since the check
+        raise WorkspaceEscape(f"path {relative!r} is outside the workspace")
+    write_bytes_nofollow(target, data)
+    return relative
+
+
 def workspace_size(root: Path) -> int:
     """Bytes of the regular files under ``root`` (0 if it does not exist yet).
 

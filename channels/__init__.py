@@ -3,6 +3,7 @@
 from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
 from channels.protocol import (
     Channel,
+    FileFetcher,
     InboundHandler,
     MessageEditor,
     NativeStreaming,
@@ -15,6 +16,7 @@ from channels.protocol import (
     WebhookReceiver,
 )
 from channels.types import (
+    Attachment,
     Capabilities,
     ChatRef,
     ChatType,
@@ -25,12 +27,14 @@ from channels.types import (
 )
 
 __all__ = [
+    "Attachment",
     "BadRequest",
     "Capabilities",
     "Channel",
     "ChannelError",
     "ChatRef",
     "ChatType",
+    "FileFetcher",
     "Forbidden",
     "Formatting",
     "InboundHandler",

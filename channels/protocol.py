@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from channels.errors import ChannelError
-from channels.types import Capabilities, ChatRef, InboundMessage, MessageRef
+from channels.types import Attachment, Capabilities, ChatRef, InboundMessage, MessageRef
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
 """What an adapter calls for every normalized inbound message.
@@ -94,6 +94,16 @@ class SentLookup(Protocol):
         """This bot's message with exactly ``text`` (as ``send_text`` got it, with the same
         ``reply_to``) posted in ``chat`` after ``since`` (a Unix time); None when there is none.
         Raises :class:`~channels.errors.ChannelError` when it can't look."""
+        ...
+
+
+@runtime_checkable
+class FileFetcher(Protocol):
+    """An adapter that can download the attachments of the messages it normalized."""
+
+    async def fetch_file(self, attachment: Attachment) -> bytes:
+        """The file's bytes. Raises :class:`~channels.errors.ChannelError` when the platform
+        can't give them (unknown or expired file id, too large for its API)."""
         ...
 
 

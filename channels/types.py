@@ -57,6 +57,22 @@ class Capabilities:
     edits: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file sent with a message, as the platform describes it: nothing is downloaded yet.
+
+    ``file_id`` is what the adapter needs to fetch it later (``channels.protocol.FileFetcher``),
+    so a stored message can be fetched again after a restart. ``size`` is the size the
+    platform states (0 when it states none).
+    """
+
+    kind: Literal["image"]
+    file_id: str
+    name: str
+    mime: str
+    size: int = 0
+
+
 @dataclass(slots=True)
 class InboundMessage:
     """One normalized message from a user, whatever platform it came from."""
@@ -72,6 +88,7 @@ class InboundMessage:
     reply_to_text: str | None = None
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     metadata: dict[str, str] = field(default_factory=dict)
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def dedupe_key(self) -> str:

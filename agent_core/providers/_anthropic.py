@@ -178,6 +178,9 @@ class AnthropicProvider:
         blocks: list[dict[str, Any]] = []
         if message.role == "assistant" and message.tool_calls:
             blocks += self._thinking.get(message.tool_calls[0].id, [])
+        for image in message.images:  # the API advises images before the text about them
+            source = {"type": "base64", "media_type": image.mime, "data": image.base64()}
+            blocks.append({"type": "image", "source": source})
         if message.content:
             blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls:

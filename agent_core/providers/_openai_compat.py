@@ -240,6 +240,13 @@ def message_to_wire(message: Message) -> dict[str, Any]:
                 for call in message.tool_calls
             ],
         }
+    if message.images:
+        parts: list[dict[str, Any]] = []
+        if message.content:
+            parts.append({"type": "text", "text": message.content})
+        for image in message.images:
+            parts.append({"type": "image_url", "image_url": {"url": image.data_url()}})
+        return {"role": message.role, "content": parts}
     return {"role": message.role, "content": message.content}
 
 

@@ -55,6 +55,7 @@ def agent_settings(
         context_window=(agent and agent.context_window) or defaults.context_window,
         max_message_chars=defaults.max_message_chars,
         history_limit=(agent and agent.history_limit) or defaults.history_limit,
+        vision=defaults.vision if agent is None or agent.vision is None else agent.vision,
         timezone=(agent and agent.timezone) or config.cron.timezone,
         system_prompt=(agent and agent.system_prompt) or defaults.system_prompt,
         max_tokens=providers[provider_name].max_tokens,

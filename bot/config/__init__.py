@@ -29,6 +29,7 @@ from bot.config.cluster import ClusterConfig, RedisConfig
 from bot.config.cron import CronConfig, HeartbeatConfig
 from bot.config.errors import ConfigFileError
 from bot.config.evolution import EvolutionConfig
+from bot.config.media import MediaConfig
 from bot.config.root import (
     ANTHROPIC_BASE_URL,
     DEFAULT_CONFIG_PATH,
@@ -70,6 +71,7 @@ __all__ = [
     "HeartbeatConfig",
     "LoggingConfig",
     "McpConfig",
+    "MediaConfig",
     "MemoryFlushConfig",
     "ProviderConfig",
     "ProvidersConfig",

@@ -71,6 +71,9 @@ class AgentDefaults(StrictModel):
     max_message_chars: int = Field(32_768, ge=100)
     history_limit: int = Field(50, ge=1)
     """How many past user turns the model sees."""
+    vision: bool = True
+    """Images a user sends go to the model as image parts; off: as a text note with the
+    saved path (for a model without vision)."""
     system_prompt: str = ""
     stream: bool = True
     max_tool_calls: int = Field(100, ge=1)
@@ -129,6 +132,7 @@ class AgentConfig(StrictModel):
     agent_type: Literal["open", "predefined"] | None = None
     input_guard: Literal["off", "log", "warn", "block"] | None = None
     history_limit: int | None = Field(None, ge=1)
+    vision: bool | None = None
     owner_ids: list[str] | None = None
     extra_context: str | None = None
     context_pruning: ContextPruningConfig | None = None

@@ -44,6 +44,7 @@ from bot.config.cron import CronConfig as CronConfig
 from bot.config.cron import HeartbeatConfig as HeartbeatConfig
 from bot.config.errors import ConfigFileError as ConfigFileError
 from bot.config.evolution import EvolutionConfig
+from bot.config.media import MediaConfig as MediaConfig
 from bot.config.tools import McpConfig, SkillsConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
@@ -200,6 +201,7 @@ class Config(StrictModel):
     redis: RedisConfig = Field(default_factory=RedisConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
+    media: MediaConfig = Field(default_factory=MediaConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""

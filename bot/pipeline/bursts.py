@@ -181,7 +181,8 @@ class Bursts:
         )
         message = replace(
             last.message,
-            text="\n\n".join(job.message.text for job in jobs),
+            text="\n\n".join(job.message.text for job in jobs if job.message.text),
+            attachments=tuple(a for job in jobs for a in job.message.attachments),
             reply_to_text=reply_to,
         )
         # The last job's future and reactions are the merged job's: they settle with the turn.

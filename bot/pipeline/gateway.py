@@ -106,6 +106,7 @@ class Gateway:
             channels=self.channels,
             channel_ready=channel_ready,
             cron_history_turns=config.cron.history_turns,
+            media=config.media,
         )
         self.bursts = Bursts(config.bot, registry, self.turns, inbox=inbox)
         self.stop = StopService(config, registry, self.bursts)
@@ -183,7 +184,7 @@ class Gateway:
             if decision.reply and await first_delivery(self.dedupe, msg.dedupe_key):
                 await send_with_retry(channel, msg.chat, decision.reply)
             return None
-        if not msg.text.strip():
+        if not msg.text.strip() and not msg.attachments:
             log.info("inbound.skipped", reason="empty", chat=msg.chat.chat_id)
             return None
         handing_over = not self.accepting

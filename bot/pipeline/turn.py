@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from agent_core import (
+    AgentSettings,
     Event,
     EventBus,
     EventType,
@@ -24,11 +25,13 @@ from agent_core import (
     RunStatus,
     Subscriber,
     finish_despite_cancel,
+    user_workspace,
 )
 from bot.agents.router import AgentRouter, UnknownAgent
-from bot.config import BotConfig
+from bot.config import BotConfig, MediaConfig
 from bot.pipeline.delivery import WasSent, deliver, send_with_retry
 from bot.pipeline.job import CRON_AT, CRON_JOB, CRON_SCHEDULE, Job, ended_ok
+from bot.pipeline.media import FetchedMedia, fetch_media
 from bot.pipeline.reactions import ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
 from bot.pipeline.streaming import StreamedReply
@@ -67,6 +70,7 @@ class TurnRunner:
     """Waits until a channel can send: a replayed job may come before its channel is up."""
     cron_history_turns: int = 0
     """Past turns a scheduled job's run sees (``cron.history_turns``)."""
+    media: MediaConfig = field(default_factory=MediaConfig)
 
     async def run(self, job: Job) -> None:
         """The scheduler's step: ``job``'s turn, in the channel it came from."""
@@ -301,10 +305,17 @@ class TurnRunner:
             # e.g. channels.<name>.agent names an agent deleted from the database.
             log.error("run.unknown_agent", run_id=job.run_id, agent_id=job.agent_id, error=str(exc))
             return RunResult(run_id=job.run_id, status=RunStatus.FAILED, error=UNKNOWN_AGENT)
+        user_id = f"{msg.chat.channel}:{msg.sender.id}"
+        media = (
+            await self._fetch_media(msg, loop.settings, user_id)
+            if msg.attachments
+            else FetchedMedia()
+        )
         request = RunRequest(
             session_key=job.session_key,
-            message=msg.text,
-            user_id=f"{msg.chat.channel}:{msg.sender.id}",
+            message=media.model_text(msg.text),
+            images=media.images,
+            user_id=user_id,
             agent_id=job.agent_id,
             channel=msg.chat.channel,
             chat_type=msg.chat.chat_type.value,
@@ -323,6 +334,32 @@ class TurnRunner:
                 history_turns=self.cron_history_turns,
             )
         return await loop.run(request)
+
+    async def _fetch_media(
+        self, msg: InboundMessage, settings: AgentSettings, user_id: str
+    ) -> FetchedMedia:
+        channel = self.channels.get(msg.chat.channel)
+        if channel is None:
+            return FetchedMedia()
+        media = await fetch_media(
+            channel,
+            msg,
+            workspace=user_workspace(settings.workspace, user_id),
+            quota=settings.workspace_max_bytes,
+            config=self.media,
+        )
+        if media.skipped and self.media.skipped_reply:
+            items = ", ".join(str(s) for s in media.skipped)
+            try:
+                await send_with_retry(
+                    channel,
+                    msg.chat,
+                    self.media.skipped_reply.format(items=items),
+                    reply_to=_reply_to(msg),
+                )
+            except Exception as exc:  # the notice is a courtesy: the answer still goes out
+                log.warning("media.skipped_reply_failed", error=str(exc))
+        return media
 
     async def _deliver(
         self, job: Job, channel: Channel, result: RunResult

@@ -10,7 +10,7 @@ from typing import Any
 from bot.errors import BotError
 from bot.storage._sql import clean, clean_optional
 from bot.storage.models import InboxRow
-from channels import ChatRef, ChatType, InboundMessage, Sender
+from channels import Attachment, ChatRef, ChatType, InboundMessage, Sender
 
 
 class InboxState(enum.StrEnum):
@@ -70,6 +70,11 @@ def message_to_json(msg: InboundMessage) -> dict[str, Any]:
         "reply_to_text": clean_optional(msg.reply_to_text),
         "received_at": msg.received_at.isoformat(),
         "metadata": dict(msg.metadata),
+        # Only what fetches the file again (a replay downloads anew), never its bytes.
+        "attachments": [
+            {"kind": a.kind, "file_id": a.file_id, "name": a.name, "mime": a.mime, "size": a.size}
+            for a in msg.attachments
+        ],
     }
 
 
@@ -92,6 +97,12 @@ def message_from_json(data: dict[str, Any]) -> InboundMessage:
         reply_to_text=data.get("reply_to_text"),
         received_at=datetime.fromisoformat(data["received_at"]),
         metadata=dict(data.get("metadata") or {}),
+        attachments=tuple(
+            Attachment(
+                kind=a["kind"], file_id=a["file_id"], name=a["name"], mime=a["mime"], size=a["size"]
+            )
+            for a in data.get("attachments") or ()
+        ),
     )
 
 

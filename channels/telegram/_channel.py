@@ -57,7 +57,7 @@ from channels.telegram._options import TelegramOptions
 from channels.telegram._polling import Poller
 from channels.telegram._ratelimit import SendPacer
 from channels.telegram._sending import TelegramSender
-from channels.types import Capabilities, ChatRef, ChatType, MessageRef
+from channels.types import Attachment, Capabilities, ChatRef, ChatType, MessageRef
 
 log = structlog.get_logger(__name__)
 
@@ -352,6 +352,13 @@ class TelegramChannel:
         chat_id = await self.migrations.resolve(message.chat.chat_id)
         with translate_telegram_errors():
             await self.bot.set_message_reaction(chat_id, int(message.message_id), [])
+
+    async def fetch_file(self, attachment: Attachment) -> bytes:
+        # getFile, then GET {api_base_url}/file/bot{token}/{file_path}; a file id stays valid
+        # for the bot, so a replayed message is fetched again the same way.
+        with translate_telegram_errors():
+            file = await self.bot.get_file(attachment.file_id)
+            return bytes(await file.download_as_bytearray())
 
     async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
         if chat.chat_type is ChatType.DIRECT:

@@ -2,7 +2,8 @@
 
 What the model gets, in order: a ``[Forwarded from …]`` line, a ``[Replying to …]`` line with the
 quoted text (truncated), the text or caption with Telegram entities turned back into markdown,
-and a note for every attachment we can't read (never a silent drop). The bot's own ``@handle`` is
+a note for every attachment we can't read (never a silent drop), and the photo, as an
+:class:`~channels.types.Attachment` the bot fetches. The bot's own ``@handle`` is
 removed from the text; whether the bot was addressed (mention, ``/cmd@bot``, reply to one of its
 messages) is reported in ``addressed`` for group gating.
 """
@@ -26,7 +27,7 @@ from telegram import (
     User,
 )
 
-from channels.types import ChatRef, ChatType, InboundMessage, Sender
+from channels.types import Attachment, ChatRef, ChatType, InboundMessage, Sender
 
 REPLY_CONTEXT_CHARS = 500
 _PURE_COMMAND = re.compile(r"^/[A-Za-z0-9_]+(?:@\S+)?\s*$")
@@ -73,7 +74,8 @@ def normalize_update(
     entities = message.entities if message.text is not None else message.caption_entities
     body, mentioned = entities_to_markdown(raw_text, entities, me)
     notes = _attachment_notes(message)
-    if not body.strip() and not notes:
+    attachments = _attachments(message)
+    if not body.strip() and not notes and not attachments:
         return Skipped("service_message", str(chat.id))
 
     lines: list[str] = []
@@ -124,6 +126,24 @@ def normalize_update(
             "update_id": str(update.update_id),
             "chat_title": chat.title or "",
         },
+        attachments=attachments,
+    )
+
+
+def _attachments(message: Message) -> tuple[Attachment, ...]:
+    """The files the bot fetches for the agent: a photo, in its largest size (Telegram lists
+    the sizes smallest first, and always re-encodes photos as JPEG)."""
+    if not message.photo:
+        return ()
+    largest = message.photo[-1]
+    return (
+        Attachment(
+            kind="image",
+            file_id=largest.file_id,
+            name=f"photo_{message.message_id}.jpg",
+            mime="image/jpeg",
+            size=largest.file_size or 0,
+        ),
     )
 
 
@@ -261,7 +281,8 @@ def _reply_context(message: Message, me: BotIdentity, limit: int) -> tuple[str, 
     if message.quote is not None and message.quote.text:
         quoted = message.quote.text  # the user selected part of the message to reply to
     else:
-        quoted = reply.text or reply.caption or " ".join(_attachment_notes(reply)) or ""
+        notes = " ".join(_attachment_notes(reply)) or ("[photo]" if reply.photo else "")
+        quoted = reply.text or reply.caption or notes
     quoted = " ".join(quoted.split())
     if len(quoted) > limit:
         quoted = quoted[: max(0, limit - 1)].rstrip() + "…"
@@ -278,8 +299,6 @@ def _reply_context(message: Message, me: BotIdentity, limit: int) -> tuple[str, 
 def _attachment_notes(message: Message) -> list[str]:
     """A note per attachment: the model can't see it, but it must know it was there."""
     kinds: list[str] = []
-    if message.photo:
-        kinds.append("a photo")
     if message.animation is not None:  # Telegram also sets ``document`` for a GIF
         kinds.append("a GIF")
     elif message.document is not None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 
 import pytest
 
-from agent_core.messages import Message, SessionHistory, ToolCall, Usage
+from agent_core.messages import ImagePart, Message, SessionHistory, ToolCall, Usage
 
 
 class TestToolCallArguments:
@@ -51,6 +52,27 @@ class TestMessage:
         with pytest.raises(dataclasses.FrozenInstanceError):
             message.content = "changed"  # type: ignore[misc]
         assert {message: 1}[Message.user("hi")] == 1
+
+
+class TestImages:
+    PHOTO = ImagePart("cat.jpg", "inbox/cat.jpg", 1280, 960, "image/jpeg", b"\xff\xd8jpeg")
+
+    def test_the_note_names_the_saved_path_and_size(self) -> None:
+        assert self.PHOTO.note() == "[image: cat.jpg, 1280×960, saved to inbox/cat.jpg]"
+
+    def test_the_data_url_carries_the_bytes_in_base64(self) -> None:
+        url = self.PHOTO.data_url()
+        assert url.startswith("data:image/jpeg;base64,")
+        assert base64.b64decode(url.split(",", 1)[1]) == b"\xff\xd8jpeg"
+
+    def test_history_form_keeps_the_note_and_drops_the_bytes(self) -> None:
+        stored = Message.user("what is this?", (self.PHOTO,)).with_image_notes()
+        assert stored.images == ()
+        assert stored.content == "what is this?\n" + self.PHOTO.note()
+        assert Message.user("", (self.PHOTO,)).with_image_notes().content == self.PHOTO.note()
+
+    def test_bytes_never_show_in_repr(self) -> None:
+        assert "xd8" not in repr(self.PHOTO)
 
 
 class TestUsage:

@@ -9,7 +9,7 @@ from agent_core import FILE_TOOLS, AgentSettings, MemoryStore, RunRequest, ToolR
 from agent_core.bootstrap import Workspaces
 from agent_core.compaction import SUMMARY_ACK, SUMMARY_PREFIX
 from agent_core.input_guard import TRUNCATION_NOTE
-from agent_core.messages import Message, ToolCall, Usage
+from agent_core.messages import ImagePart, Message, ToolCall, Usage
 from agent_core.orchestration import Team
 from agent_core.orchestration.modes import OrchestrationMode, OrchestrationProfile
 from agent_core.prompt import SKILLS_INLINE_MAX
@@ -149,3 +149,25 @@ async def test_many_skills_offer_skill_search_from_the_start(tmp_path: Path) -> 
     assert SKILL_SEARCH_NAME in state.discovered
     few = await prepare(agent, RunRequest("s", "hi", "bob"), tools=tools)  # bob has no skills
     assert few.skills == () and few.discovered == set()
+
+
+PHOTO = ImagePart("cat.jpg", "inbox/cat.jpg", 1280, 960, "image/jpeg", b"\xff\xd8")
+
+
+async def test_images_go_to_the_model_and_only_their_notes_to_history(tmp_path: Path) -> None:
+    state = await prepare(settings(tmp_path), RunRequest("s", "what?", "alice", images=(PHOTO,)))
+    user = state.messages[-1]
+    assert user.content == "what?" and user.images == (PHOTO,)
+    (kept,) = state.buffer
+    assert kept.images == ()
+    assert kept.content == "what?\n[image: cat.jpg, 1280×960, saved to inbox/cat.jpg]"
+
+
+async def test_without_vision_the_model_gets_the_note_instead_of_the_image(
+    tmp_path: Path,
+) -> None:
+    agent = settings(tmp_path, vision=False)
+    state = await prepare(agent, RunRequest("s", "what?", "alice", images=(PHOTO,)))
+    user = state.messages[-1]
+    assert user.images == ()
+    assert user.content == "what?\n[image: cat.jpg, 1280×960, saved to inbox/cat.jpg]"

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from agent_core import AgentSettings, EventBus, Loop, RunRequest, Tool, ToolRegistry
+from agent_core.messages import ImagePart, Message
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 from agent_core.tools import FILE_TOOLS
-from agent_core.tracing import VERBOSE_INPUT_CHARS, Trace, render_tree
+from agent_core.tracing import VERBOSE_INPUT_CHARS, Trace, messages_as_json, render_tree
 from bot.storage import Database, SqlSessionStore, SqlTraceStore, open_database
 from tests.waiting import wait_until
 
@@ -177,3 +178,16 @@ def test_loopgate_traces_command(tmp_path: Path) -> None:
     assert "└─ tool fails" in out and "output: hi sA" in out
     assert traces("--last", "1").count("session=") == 1
     assert traces("--session", "nobody").strip() == "no traces for session nobody"
+
+
+def test_the_verbose_input_names_an_image_but_never_carries_its_bytes() -> None:
+    photo = ImagePart("cat.jpg", "inbox/cat.jpg", 8, 6, "image/jpeg", b"\xff\xd8" * 100)
+    text = messages_as_json([Message.user("what?", (photo,))])
+    assert json.loads(text) == [
+        {
+            "role": "user",
+            "content": "what?",
+            "images": ["[image: cat.jpg, 8×6, saved to inbox/cat.jpg]"],
+        }
+    ]
+    assert photo.base64()[:12] not in text

@@ -16,7 +16,12 @@ from agent_core.bootstrap import (
     Workspaces,
     truncate_for_prompt,
 )
-from agent_core.workspace import sanitize_user_id, user_workspace
+from agent_core.workspace import (
+    WorkspaceFull,
+    sanitize_user_id,
+    save_inbox_file,
+    user_workspace,
+)
 
 HOSTILE = [
     "../../etc",
@@ -135,3 +140,21 @@ class TestContextFiles:
 
     def test_truncate_leaves_short_text_alone(self) -> None:
         assert truncate_for_prompt("A.md", "short", 100) == ("short", False)
+
+
+class TestInboxFiles:
+    def test_saved_under_inbox_with_a_safe_name(self, tmp_path: Path) -> None:
+        path = save_inbox_file(tmp_path, "../../etc/pass wd.jpg", b"abc", 100)
+        assert path == "inbox/etc_pass_wd.jpg"
+        assert (tmp_path / path).read_bytes() == b"abc"
+
+    def test_the_same_name_again_replaces_and_counts_once(self, tmp_path: Path) -> None:
+        save_inbox_file(tmp_path, "p.jpg", b"x" * 60, 100)
+        save_inbox_file(tmp_path, "p.jpg", b"y" * 60, 100)  # a replay: no double count
+        assert (tmp_path / "inbox" / "p.jpg").read_bytes() == b"y" * 60
+
+    def test_over_the_quota_nothing_is_written(self, tmp_path: Path) -> None:
+        (tmp_path / "notes.md").write_bytes(b"n" * 80)
+        with pytest.raises(WorkspaceFull, match=r"inbox/p\.jpg"):
+            save_inbox_file(tmp_path, "p.jpg", b"x" * 30, 100)
+        assert not (tmp_path / "inbox" / "p.jpg").exists()

@@ -219,7 +219,7 @@ class FakeLLM(FakeServer):
         """Fill in echo text and call ids."""
         if reply.echo:
             users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
-            last = users[-1].get("content") if users else ""
+            last = _text_of(users[-1].get("content")) if users else ""
             reply = replace(reply, chunks=(f"echo: {last}",), echo=False)
         calls = []
         for c in reply.tool_calls:
@@ -232,7 +232,7 @@ class FakeLLM(FakeServer):
             prompt, completion = reply.usage
         else:  # deterministic word counts, good enough to check accounting
             prompt = sum(
-                len(str(m.get("content") or "").split()) for m in body.get("messages") or []
+                len(_text_of(m.get("content")).split()) for m in body.get("messages") or []
             )
             completion = len("".join(reply.chunks).split()) + len(reply.tool_calls)
         return {
@@ -327,6 +327,14 @@ def _tool_call_fragments(calls: tuple[FakeCall, ...], interleave: bool) -> Itera
         for index, parts in enumerate(pieces):
             if round_ < len(parts):
                 yield args(index, parts[round_])
+
+
+def _text_of(content: Any) -> str:
+    """A message's text: a string, or the text parts of a content list (images left out, as
+    the echo must not send a data URL back to the chat)."""
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return str(content or "")
 
 
 def _sse(chunks: Iterable[dict[str, Any] | str], *, pace: float = 0.0) -> StreamingResponse:

@@ -157,11 +157,20 @@ class FakeTelegram(FakeServer):
         """(chat_id, draft_id) → every text a draft preview showed, in order."""
         self.unknown_methods: set[str] = set()
         """Methods answered 404 "Not Found", as by a Bot API server that predates them."""
+        self.files: dict[str, tuple[str, bytes]] = {}
+        """file_id → (file_path, bytes): what ``getFile`` and the file URL serve."""
+        self.file_downloads: list[str] = []
+        """The file_path of every download, in order."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/bot{token}/{method}", self._api, methods=["POST", "GET"])])
+        return Starlette(
+            routes=[
+                Route("/bot{token}/{method}", self._api, methods=["POST", "GET"]),
+                Route("/file/bot{token}/{file_path:path}", self._file, methods=["GET"]),
+            ]
+        )
 
     async def before_stop(self) -> None:
         self.release()  # held calls answer; ``closing`` ends pending long polls
@@ -252,6 +261,31 @@ class FakeTelegram(FakeServer):
         """The text a user sees in that message now, None once deleted (or never sent)."""
         message = self.messages.get((chat_id, message_id))
         return None if message is None or message.deleted else message.text
+
+    def add_file(self, data: bytes, *, file_path: str | None = None) -> str:
+        """Serve ``data`` as a new file; returns its file_id."""
+        file_id = f"file-{len(self.files) + 1}"
+        self.files[file_id] = (file_path or f"photos/{file_id}.jpg", data)
+        return file_id
+
+    def photo(
+        self, data: bytes, *, width: int = 1280, height: int = 960, size: int | None = None
+    ) -> list[dict[str, Any]]:
+        """A message's ``photo`` field: a thumbnail, then the full size serving ``data``
+        (``size`` states another file_size than the real one)."""
+        thumb = self.add_file(b"thumbnail bytes, not an image")
+        full = self.add_file(data)
+        stated = len(data) if size is None else size
+        return [
+            {"file_id": thumb, "file_unique_id": f"u-{thumb}", "width": 90, "height": 67},
+            {
+                "file_id": full,
+                "file_unique_id": f"u-{full}",
+                "width": width,
+                "height": height,
+                "file_size": stated,
+            },
+        ]
 
     # -- update builders -------------------------------------------------------------------
 
@@ -366,6 +400,29 @@ class FakeTelegram(FakeServer):
             response = JSONResponse({"ok": True, "result": result})
         self.changed()
         return response
+
+    async def _file(self, request: Request) -> Response:
+        if request.path_params["token"] != self.token:
+            return Response(status_code=401)
+        file_path = request.path_params["file_path"]
+        self.file_downloads.append(file_path)
+        self.changed()
+        for path, data in self.files.values():
+            if path == file_path:
+                return Response(data, media_type="application/octet-stream")
+        return Response(status_code=404)
+
+    async def _m_getFile(self, params: dict[str, Any]) -> Any:
+        file_id = str(params.get("file_id"))
+        if file_id not in self.files:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        path, data = self.files[file_id]
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u-{file_id}",
+            "file_size": len(data),
+            "file_path": path,
+        }
 
     def _inject_failure(self, method: str, params: dict[str, Any]) -> None:
         for failure in self._failures:

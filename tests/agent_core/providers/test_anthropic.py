@@ -22,7 +22,7 @@ from agent_core import (
     ToolRegistry,
 )
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
-from agent_core.messages import Message, ToolCall
+from agent_core.messages import ImagePart, Message, ToolCall
 from agent_core.providers import AnthropicProvider, ModelRequest, Provider, ToolSpec
 from agent_core.retry import RetryPolicy
 from tests import provider_support
@@ -117,6 +117,25 @@ class TestWireFormat:
             {"type": "tool_use", "id": "toolu_b", "name": "read_file", "input": {}},
         ]
         assert [b["tool_use_id"] for b in wire[2]["content"]] == ["toolu_a", "toolu_b"]
+
+    async def test_an_image_goes_as_a_base64_image_block_before_the_text(
+        self, api: FakeAnthropic, provider: AnthropicProvider
+    ) -> None:
+        photo = ImagePart("a.png", "inbox/a.png", 4, 3, "image/png", b"\x89PNG")
+        messages = [Message.system("sys"), Message.user("and this?", (photo,))]
+        await provider.complete(ModelRequest(model="m", messages=messages, stream=False))
+        assert api.requests[0].json["messages"] == [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="},
+                    },
+                    {"type": "text", "text": "and this?"},
+                ],
+            }
+        ]
 
 
 class TestResponses:

@@ -12,7 +12,7 @@ import aiohttp
 import httpx
 import pytest
 
-from agent_core.messages import Message, ToolCall, Usage
+from agent_core.messages import ImagePart, Message, ToolCall, Usage
 from agent_core.providers import Delta, ModelRequest, OpenAICompatProvider, Provider, ToolSpec
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.provider_support import API_KEY, Collector, ask
@@ -254,3 +254,20 @@ async def test_passed_in_session_is_not_closed(llm: FakeLLM) -> None:
     await own.complete(ask())  # its own session is made on first use, in the running loop
     await own.aclose()
     assert own._endpoint._session is not None and own._endpoint._session.closed
+
+
+async def test_an_image_goes_as_an_image_url_part_after_the_text(
+    llm: FakeLLM, provider: OpenAICompatProvider
+) -> None:
+    photo = ImagePart("cat.jpg", "inbox/cat.jpg", 4, 3, "image/jpeg", b"\xff\xd8\xff")
+    messages = [Message.system("sys"), Message.user("what is this?", (photo,))]
+
+    await provider.complete(ModelRequest(model="gpt-test", messages=messages, stream=False))
+
+    assert llm.last_request.json["messages"][1] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/"}},
+        ],
+    }

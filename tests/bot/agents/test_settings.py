@@ -123,3 +123,12 @@ class TestContext:
         own = agent_settings(c, "a", agent)
         assert (own.owner_ids, own.input_guard) == (("u2", "u3"), "block")
         assert (own.soul_locked, own.soul_max_delta) == (True, 0.5)
+
+
+class TestVision:
+    def test_on_by_default_off_for_the_defaults_and_back_on_for_one_agent(self) -> None:
+        assert agent_settings(config(), "main", None).vision is True
+        off = config(agents={"defaults": {"vision": False}})
+        assert agent_settings(off, "main", None).vision is False
+        seeing = AgentConfig(id="eyes", vision=True)
+        assert agent_settings(off, "eyes", seeing).vision is True

@@ -17,7 +17,7 @@ from bot.pipeline.reactions import StatusReactions
 from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 from bot.pipeline.scheduler import Scheduler
 from bot.pipeline.session_keys import session_key
-from channels import ChatRef, MessageRef
+from channels import Attachment, ChatRef, MessageRef
 from tests.pipeline_support import DM, GROUP, RecordingChannel, message, settled
 from tests.waiting import Changes
 
@@ -120,6 +120,18 @@ class TestDebounce:
             assert results[0] is results[1] is results[2]
             assert results[2].content == "answer to one\n\ntwo\n\nthree"
             assert t.bursts.sessions == set()
+
+    async def test_a_burst_keeps_every_photo_and_skips_empty_captions(self) -> None:
+        async with turns(debounce_ms=50) as t:
+            photos = [Attachment("image", f"f{i}", f"p{i}.jpg", "image/jpeg") for i in (1, 2)]
+            first, second = t.job("look"), t.job("")
+            first.message.attachments = (photos[0],)
+            second.message.attachments = (photos[1],)
+            t.submit(first, second)
+            await settled(first.done, second.done)
+            (merged,) = t.started
+            assert merged.message.attachments == tuple(photos)
+            assert merged.message.text == "look"  # no blank paragraph for the bare photo
 
     async def test_each_message_restarts_the_wait(self) -> None:
         async with turns(debounce_ms=600) as t:

@@ -15,7 +15,7 @@ from bot.storage._inbox_entry import (
 )
 from bot.storage._sql import NUL_REPLACEMENT
 from bot.storage.models import InboxRow
-from channels import ChatRef, ChatType, InboundMessage, Sender
+from channels import Attachment, ChatRef, ChatType, InboundMessage, Sender
 
 AT = datetime(2026, 12, 4, 12, 30, tzinfo=UTC)
 
@@ -44,8 +44,28 @@ def test_round_trip_keeps_every_field() -> None:
         reply_to_text="earlier",
         metadata={"k": "v"},
         sender=Sender(id="b9", name="", is_bot=True),
+        attachments=(Attachment("image", "AgAD-file", "photo_1.jpg", "image/jpeg", 9000),),
     )
     assert message_from_json(message_to_json(msg)) == msg
+
+
+def test_an_attachment_is_stored_as_its_file_id_only() -> None:
+    photo = Attachment("image", "AgAD-file", "photo_1.jpg", "image/jpeg", 9000)
+    assert message_to_json(message(attachments=(photo,)))["attachments"] == [
+        {
+            "kind": "image",
+            "file_id": "AgAD-file",
+            "name": "photo_1.jpg",
+            "mime": "image/jpeg",
+            "size": 9000,
+        }
+    ]
+
+
+def test_a_message_stored_before_attachments_existed_reads_without_any() -> None:
+    data = message_to_json(message())
+    del data["attachments"]
+    assert message_from_json(data).attachments == ()
 
 
 def test_json_form() -> None:

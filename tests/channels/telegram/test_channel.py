@@ -12,7 +12,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from channels import ChatRef, ChatType, MessageRef, NotAccepted
+from channels import Attachment, ChatRef, ChatType, FileFetcher, MessageRef, NotAccepted
 from channels.errors import BadRequest, Forbidden
 from channels.telegram import TelegramChannel, TelegramOptions
 from channels.telegram._channel import COMMANDS, SECRET_HEADER
@@ -265,3 +265,21 @@ class TestAdmins:
             tg.admins[-100777] = {42}
             assert await channel.is_admin(TEAM, "42")
         assert len(tg.calls_of("getChatAdministrators")) == 2
+
+
+class TestFiles:
+    async def test_a_file_is_fetched_with_getfile_and_the_file_url(self, tg: FakeTelegram) -> None:
+        file_id = tg.add_file(b"\xff\xd8 picture", file_path="photos/file_7.jpg")
+        attachment = Attachment("image", file_id, "p.jpg", "image/jpeg", 11)
+        async with started(tg) as channel:
+            assert isinstance(channel, FileFetcher)
+            data = await channel.fetch_file(attachment)
+        assert data == b"\xff\xd8 picture"
+        assert tg.calls_of("getFile")[0].params["file_id"] == file_id
+        assert tg.file_downloads == ["photos/file_7.jpg"]
+
+    async def test_an_unknown_file_id_is_a_bad_request(self, tg: FakeTelegram) -> None:
+        async with started(tg) as channel:
+            with pytest.raises(BadRequest, match=r"(?i)invalid file_id"):
+                await channel.fetch_file(Attachment("image", "gone", "p.jpg", "image/jpeg"))
+        assert tg.file_downloads == []

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from telegram import Update
 
-from channels import ChatType, InboundMessage
+from channels import Attachment, ChatType, InboundMessage
 from channels.telegram import BotIdentity, normalize_update
 from channels.telegram._normalize import Skipped
 
@@ -138,3 +138,32 @@ class TestNormalize:
             update(None, chat={"id": -5, "type": "group"}, migrate_to_chat_id=-1005), ME
         )
         assert isinstance(result, Skipped) and result.migrate_to_chat_id == -1005
+
+
+SIZES: list[dict[str, Any]] = [
+    {"file_id": "small", "file_unique_id": "s", "width": 90, "height": 67, "file_size": 900},
+    {"file_id": "big", "file_unique_id": "b", "width": 1280, "height": 960, "file_size": 9000},
+]
+
+
+class TestPhotos:
+    def test_the_largest_size_becomes_an_attachment_and_the_caption_the_text(self) -> None:
+        msg = normalized(None, photo=SIZES, caption="what is this?")
+        assert msg.text == "what is this?"
+        assert msg.attachments == (Attachment("image", "big", "photo_1.jpg", "image/jpeg", 9000),)
+
+    def test_a_photo_without_caption_is_not_skipped(self) -> None:
+        msg = normalized(None, photo=SIZES)
+        assert msg.text == "" and len(msg.attachments) == 1
+
+    def test_a_reply_to_a_photo_quotes_it(self) -> None:
+        photo = {
+            "message_id": 5,
+            "date": 0,
+            "chat": {"id": 42, "type": "private"},
+            "from": {"id": 7, "is_bot": False, "first_name": "Bo"},
+            "photo": SIZES,
+        }
+        msg = normalized("nice", reply_to_message=photo)
+        assert msg.text == '[Replying to Bo: "[photo]"]\nnice'
+        assert msg.attachments == ()  # the replied-to photo is not fetched again
