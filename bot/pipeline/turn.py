@@ -29,8 +29,9 @@ from agent_core import (
 )
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import BotConfig, MediaConfig
-from bot.pipeline.delivery import WasSent, deliver, send_with_retry
+from bot.pipeline.delivery import deliver, send_with_retry
 from bot.pipeline.job import CRON_AT, CRON_JOB, CRON_SCHEDULE, Job, ended_ok
+from bot.pipeline.leftovers import remove_previews, sent_lookup
 from bot.pipeline.media import FetchedMedia, fetch_media
 from bot.pipeline.reactions import ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
@@ -41,8 +42,6 @@ from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
 from channels import (
     Channel,
     InboundMessage,
-    MessageEditor,
-    MessageRef,
     ProgressReporter,
     SentLookup,
 )
@@ -101,7 +100,7 @@ class TurnRunner:
             job.settle(None)
             return
         if job.previews:
-            await self._remove_previews(job, channel)
+            await remove_previews(job, channel, self.inbox)
         typing = TypingIndicator(
             channel, msg.chat, interval=self.config.typing_interval, ttl=self.config.typing_ttl
         )
@@ -186,30 +185,6 @@ class TurnRunner:
             return True
         log.warning("inbox.taken_over", entry=job.inbox_id, run_id=job.run_id)
         return False
-
-    async def _remove_previews(self, job: Job, channel: Channel) -> None:
-        """Delete the half answer a killed process's stream left in the chat, so the answer
-        given now is the only one visible. A preview that can't be deleted stays (logged)."""
-        for message_id in job.previews:
-            ref = MessageRef(job.message.chat, message_id)
-            try:
-                removed = isinstance(channel, MessageEditor) and await channel.delete_message(ref)
-            except Exception as exc:
-                removed = False
-                log.info("stream.stale_preview_delete_failed", error=str(exc))
-            log.info(
-                "stream.stale_preview",
-                entry=job.inbox_id,
-                channel=channel.name,
-                message_id=message_id,
-                removed=removed,
-            )
-        job.previews = []
-        if self.inbox is not None and job.inbox_id is not None:
-            try:
-                await self.inbox.set_previews(job.inbox_id, [])
-            except Exception as exc:  # at worst the next replay tries to delete them again
-                log.warning("inbox.update_failed", entry=job.inbox_id, error=str(exc))
 
     def _streamed(
         self, job: Job, channel: Channel, typing: TypingIndicator
@@ -418,29 +393,10 @@ class TurnRunner:
             skip=len(parts),
             before_first=before_first,
             on_sent=sent,
-            was_sent=self._lookup(job, channel),
+            was_sent=sent_lookup(job, channel),
         )
         # The last chunk's record ended the entry; an empty answer (nothing sent) ends here.
         return InboxState.ANSWERED, None if closed else "nothing to send"
-
-    def _lookup(self, job: Job, channel: Channel) -> WasSent | None:
-        """For a replayed answer, where the platform can be asked: did the killed process send
-        the next chunk after all? (Telegram and Zalo can't be asked: see docs/deploys.md.)"""
-        since = job.saved_at
-        if since is None or not isinstance(channel, SentLookup):
-            return None
-
-        async def was_sent(text: str, quote: str | None) -> MessageRef | None:
-            try:
-                found = await channel.find_sent(job.message.chat, text, since=since, reply_to=quote)
-            except Exception as exc:  # can't tell: sending again beats never answering
-                log.warning("delivery.check_failed", entry=job.inbox_id, error=str(exc))
-                return None
-            if found is not None:
-                log.info("delivery.already_sent", entry=job.inbox_id, message_id=found.message_id)
-            return found
-
-        return was_sent
 
     def _reaction_updater(self, job: Job) -> Subscriber:
         channel = job.reactions.channel
