@@ -11,6 +11,7 @@ import socket
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from redis.asyncio import Redis
 
 import bot.app
+from bot.cluster.connection import RedisLink
 from bot.config import Config
 from bot.storage import open_database
 from tests.conftest import make_config
@@ -95,6 +97,23 @@ async def redis_prefix() -> AsyncIterator[str]:
             await client.delete(*keys)
     finally:
         await client.aclose()
+
+
+LINK_LEASE = 0.6
+"""Seconds of the ``links`` fixture's leases: short, so tests that wait for one to expire are."""
+
+
+@pytest.fixture
+async def links(redis_prefix: str) -> AsyncIterator[tuple[RedisLink, RedisLink]]:
+    """Two started Redis links on one key prefix: two processes' views of one cluster."""
+    async with AsyncExitStack() as stack:
+        pair = []
+        for _ in range(2):
+            link = RedisLink(REDIS_URL, key_prefix=redis_prefix, lease_seconds=LINK_LEASE)
+            stack.push_async_callback(link.aclose)
+            await link.start()
+            pair.append(link)
+        yield pair[0], pair[1]
 
 
 @pytest.fixture

@@ -6,33 +6,19 @@ without Redis the database answers alone."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.cluster.connection import RedisLink
 from bot.cluster.dedupe import DONE, PENDING, FastDedupe
-from tests.cluster_support import REDIS_URL, needs_redis
+from tests.cluster_support import LINK_LEASE, REDIS_URL, needs_redis
 from tests.inbound_support import MemorySeen
 from tests.waiting import wait_until
 
 pytestmark = [needs_redis]
 
-LEASE = 0.6
-
-
-@pytest.fixture
-async def links(redis_prefix: str) -> AsyncIterator[tuple[RedisLink, RedisLink]]:
-    async with AsyncExitStack() as stack:
-        pair = []
-        for _ in range(2):
-            link = RedisLink(REDIS_URL, key_prefix=redis_prefix, lease_seconds=LEASE)
-            stack.push_async_callback(link.aclose)
-            await link.start()
-            pair.append(link)
-        yield pair[0], pair[1]
+LEASE = LINK_LEASE
 
 
 class Durable(MemorySeen):

@@ -5,11 +5,7 @@ them; a clustered Loopgate lends them and the dedupe fast path (tested in test_d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from pathlib import Path
-
-import pytest
 
 from agent_core.bootstrap import SEED_MARKER, STANDARD_FILES, Workspaces
 from bot.app import Loopgate
@@ -18,23 +14,11 @@ from bot.cluster.dedupe import FastDedupe
 from bot.cluster.locks import RedisLease, RedisLocks
 from tests.agent_core.test_compaction import RoleProvider, pairs
 from tests.agent_core.test_loop import make_loop, request
-from tests.cluster_support import REDIS_URL, ClusterConfig, needs_postgres, needs_redis
+from tests.cluster_support import LINK_LEASE, REDIS_URL, ClusterConfig, needs_postgres, needs_redis
 
 pytestmark = [needs_redis]
 
-LEASE = 0.6
-
-
-@pytest.fixture
-async def links(redis_prefix: str) -> AsyncIterator[tuple[RedisLink, RedisLink]]:
-    async with AsyncExitStack() as stack:
-        pair = []
-        for _ in range(2):
-            link = RedisLink(REDIS_URL, key_prefix=redis_prefix, lease_seconds=LEASE)
-            stack.push_async_callback(link.aclose)
-            await link.start()
-            pair.append(link)
-        yield pair[0], pair[1]
+LEASE = LINK_LEASE
 
 
 # -- the locks -----------------------------------------------------------------------------------
