@@ -52,6 +52,7 @@ from bot.storage import (
 from bot.storage.cron import SqlCronJobs
 from bot.storage.inbox import SqlInbox
 from bot.storage.memory_index import SqlMemoryIndex
+from bot.telemetry.service import Telemetry
 from channels import Channel
 from channels.local import LocalChannel
 
@@ -79,6 +80,8 @@ class Loopgate:
         self.draining = False
         self._background: list[asyncio.Task[None]] = []
         self.events = EventBus()
+        self.telemetry = Telemetry(config.tracing)
+        """Metrics (``GET /metrics``) and the OTLP export of traces (docs/metrics.md)."""
         # Several processes on one Redis (docs/scaling.md); None: this process is the service.
         self.cluster: Cluster | None = None
         if config.redis.url:
@@ -133,6 +136,9 @@ class Loopgate:
         if self.cluster is not None:
             self._stack.push_async_callback(self.cluster.aclose)
             await self.cluster.start()
+        # Closed after the runs and before the database: the last runs' spans are sent.
+        self.telemetry.start()
+        self._stack.push_async_callback(self.telemetry.aclose)
         sessions = SqlSessionStore(self._db)
         orchestration = SqlOrchestrationStore(self._db)
         # Scheduled jobs need the inbox (their occurrences are inbox entries).
@@ -144,7 +150,7 @@ class Loopgate:
         router = AgentRouter(
             self.config,
             store=sessions,
-            traces=SqlTraceStore(self._db),
+            traces=self.telemetry.traces(SqlTraceStore(self._db)),
             events=self.events,
             providers=self._providers,
             agent_store=SqlAgentStore(self._db),
@@ -185,6 +191,7 @@ class Loopgate:
             access=AccessPolicy(self.config, PairingStore(self._db)),
             inbox=self.inbox,
             channel_ready=self.channel_starter.wait_up,
+            metrics=self.telemetry.metrics,
         )
         self._gateway = gateway
         self._stack.push_async_callback(gateway.aclose)

@@ -1,5 +1,6 @@
-"""The HTTP server: health check, the local web chat (page + WebSocket), platform webhooks, and
-the operator dashboard under ``/admin`` (:mod:`bot.admin`, only with ``admin.token`` set).
+"""The HTTP server: health check, metrics (:mod:`bot.http.metrics`), the local web chat (page +
+WebSocket), platform webhooks, and the operator dashboard under ``/admin`` (:mod:`bot.admin`,
+only with ``admin.token`` set).
 
 Every POST body is bounded (``server.max_body_bytes``, :mod:`bot.http.body_limit`); the web chat is
 open on loopback only, and needs ``web.token`` elsewhere (:mod:`bot.http.web_auth`).
@@ -27,6 +28,7 @@ from bot.admin.app import admin_routes
 from bot.app import Loopgate
 from bot.http.body_limit import BodyLimit
 from bot.http.health import health_report
+from bot.http.metrics import metrics_route
 from bot.http.web_auth import (
     DISABLED_PAGE,
     TokenAuth,
@@ -132,6 +134,7 @@ def create_app(
     return Starlette(
         routes=[
             Route("/healthz", healthz),
+            metrics_route(loopgate),  # GET /metrics, behind admin.token when it is set
             Route("/", index),
             Route("/login", login_form, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
