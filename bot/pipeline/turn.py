@@ -172,10 +172,10 @@ class TurnRunner:
                 unsubscribe_stream()
                 await streamed.close()  # no preview update may follow the turn's end
             self.registry.unregister(job.run_id)
-            self.metrics.turn_ended(msg.chat.channel, turn_outcome(job, end))
             await typing.stop()
             await job.reactions.finish(ok=ended_ok(result))
             await self._record_end(job, end)
+            self.metrics.turn_ended(msg.chat.channel, turn_outcome(job, end))
             job.settle(result)
 
     async def _start_entry(self, job: Job) -> bool:

@@ -139,7 +139,11 @@ class Metrics:
             attributes = span.attributes
             if kind is SpanKind.LLM:
                 model = str(attributes.get("model", ""))
-                outcome = "error" if span.error else "ok"
+                outcome = "ok"
+                if span.error:
+                    # The call the run was stopped in ends without an error message.
+                    stopped = trace.status == "cancelled" and not attributes.get("error_message")
+                    outcome = "cancelled" if stopped else "error"
                 labels = (str(attributes.get("provider", "")), model, outcome)
                 self.llm_seconds.observe(labels, span.duration_ms / 1000)
                 # Priced by the usage accounting (issue 32, points 1-3) once merged: until
@@ -217,7 +221,7 @@ class Metrics:
         )
         yield histogram(
             "llm_duration_seconds",
-            "Model calls, retries included, by provider, model and outcome (ok, error).",
+            "Model calls, retries included, by provider, model and outcome (ok, error, cancelled).",
             ["provider", "model", "outcome"],
             self.llm_seconds,
         )
