@@ -77,9 +77,7 @@ async def test_runs_are_answered_while_the_collector_hangs(
     assert not collector.spans
 
 
-async def test_runs_are_answered_when_the_collector_is_down(
-    tmp_path: Path, llm: FakeLLM
-) -> None:
+async def test_runs_are_answered_when_the_collector_is_down(tmp_path: Path, llm: FakeLLM) -> None:
     config = traced(tmp_path, llm, f"http://127.0.0.1:{free_port()}", timeout=1)
     with capture_logs() as logs:
         async with Loopgate(config) as app:
