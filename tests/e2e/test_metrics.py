@@ -4,7 +4,7 @@ answers from the fake model, the scrape read back with prometheus-client's own p
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +13,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app import Loopgate
 from bot.http.server import create_app
+from channels.telegram._channel import SECRET_HEADER
+from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.fakes.llm_server import FakeLLM, call, delay, error, text, tool_calls
 from tests.fakes.telegram_server import FakeTelegram
-from tests.telegram_support import tg_config
+from tests.inbound_support import webhook_client
+from tests.telegram_support import channel_of, telegram_section, tg_config
 from tests.waiting import wait_until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -150,3 +153,53 @@ async def test_a_channel_that_is_down_reads_0(
         _, samples = await scrape(client)
     assert value(samples, "loopgate_channel_up", channel="telegram") == 0
     assert value(samples, "loopgate_channel_up", channel="web") == 1
+
+
+@needs_redis
+@needs_postgres
+async def test_with_redis_each_process_counts_what_it_did_and_the_sum_is_the_service(
+    cluster_config: ClusterConfig, tg: FakeTelegram
+) -> None:
+    secret = "metrics-cluster-secret"
+    telegram = telegram_section(
+        tg, mode="webhook", webhook_url="https://bot.example/telegram/webhook",
+        webhook_secret=secret,
+    )  # fmt: skip
+    async with AsyncExitStack() as stack:
+        apps = [
+            await stack.enter_async_context(
+                Loopgate(cluster_config(channels={"telegram": telegram}))
+            )
+            for _ in range(2)
+        ]
+        # Three chats to each process's webhook: each chat is answered where it arrived.
+        for n in range(6):
+            channel = channel_of(apps[n % 2])
+            hook = webhook_client(channel.webhook_path, channel.handle_webhook)
+            stack.push_async_callback(hook.aclose)
+            update = {"update_id": tg.new_update_id(), **tg.private_message(f"m{n}", user_id=n)}
+            response = await hook.post(
+                channel.webhook_path, json=update, headers={SECRET_HEADER: secret}
+            )
+            assert response.status_code == 200
+        await tg.wait_for(lambda: len(tg.texts()) == 6)
+        await wait_until(lambda: all_turns(apps) == 6)
+        scrapes = []
+        for app in apps:
+            async with http(app) as client:
+                scrapes.append((await scrape(client))[1])
+    replies = [
+        value(s, "loopgate_turns_total", channel="telegram", outcome="reply") for s in scrapes
+    ]
+    assert replies == [3, 3]
+    runs = [
+        value(s, "loopgate_run_duration_seconds_count", agent="main", status="completed")
+        for s in scrapes
+    ]
+    assert runs == [3, 3]
+    # The inbox is the service's: both processes report the same.
+    assert [value(s, "loopgate_inbox_depth", state="queued") for s in scrapes] == [0, 0]
+
+
+def all_turns(apps: list[Loopgate]) -> float:
+    return sum(sum(app.telemetry.metrics.turns.values()) for app in apps)
