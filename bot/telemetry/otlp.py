@@ -126,8 +126,10 @@ class _CountedExporter(SpanExporter):
         self.counts["exported" if ok else "failed"] += len(spans)
         if ok == self._failing:  # logged when it starts failing and when it recovers
             self._failing = not ok
-            event = "trace.export_recovered" if ok else "trace.export_failing"
-            log.warning(event, spans=len(spans))
+            if ok:
+                log.info("trace.export_recovered", spans=len(spans))
+            else:
+                log.warning("trace.export_failing", spans=len(spans), **self.counts)
         return result
 
     def shutdown(self) -> None:

@@ -5,17 +5,26 @@ than ``tracing.otlp.timeout``."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from structlog.testing import capture_logs
 
 from agent_core import SpanKind, Trace
 from agent_core.tracing import new_trace, tool_span_id
 from bot.config import TracingConfig
 from bot.redaction import register_secrets
-from bot.telemetry.otlp import OtlpExport, span_attributes, span_id_of, trace_id_of
+from bot.telemetry.otlp import (
+    OtlpExport,
+    _CountedExporter,
+    span_attributes,
+    span_id_of,
+    trace_id_of,
+)
 from tests.fakes.otlp_collector import FakeCollector
 from tests.service_support import free_port
 
@@ -160,6 +169,30 @@ class TestExport:
         await export.aclose()
         assert export.counts == {"exported": 0, "failed": 4}
         assert not collector.spans
+
+
+class ScriptedExporter(SpanExporter):
+    def __init__(self, *results: SpanExportResult) -> None:
+        self.results = list(results)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.results.pop(0)
+
+
+def test_failing_and_recovering_are_logged_once_each_and_counted() -> None:
+    ok, failed = SpanExportResult.SUCCESS, SpanExportResult.FAILURE
+    exporter = _CountedExporter(ScriptedExporter(ok, failed, failed, ok, ok))
+    with capture_logs() as logs:
+        for size in (1, 2, 3, 4, 5):
+            exporter.export([ReadableSpan(f"s{n}") for n in range(size)])
+    assert [entry["event"] for entry in logs] == [
+        "trace.export_failing",
+        "trace.export_recovered",
+    ]
+    assert exporter.counts == {"exported": 10, "failed": 5}
+    exporter.cut = True  # at shutdown, once the flush has had its time
+    assert exporter.export([ReadableSpan("late")]) is failed
+    assert exporter.counts["failed"] == 6
 
 
 class TestCollectorTrouble:
