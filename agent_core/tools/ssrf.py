@@ -59,6 +59,9 @@ def address_class(ip: IPAddress) -> str | None:
 
     Any address carried inside an IPv6 one is judged as well: ``::ffff:127.0.0.1`` is
     loopback, whatever the IPv6 properties of the outer address say."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        # ::ffff:a.b.c.d is a.b.c.d on a dual-stack socket, whatever ::ffff:0:0/96 is to IPv6.
+        return address_class(ip.ipv4_mapped)
     embedded = _embedded_ipv4(ip)
     if embedded is not None and (inner := address_class(embedded)) is not None:
         return inner
@@ -84,8 +87,6 @@ def address_class(ip: IPAddress) -> str | None:
 def _embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
     if not isinstance(ip, ipaddress.IPv6Address):
         return None
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
     if ip.sixtofour is not None:
         return ip.sixtofour
     if ip.teredo is not None:
@@ -184,7 +185,7 @@ class WebGuard:
             if (why := address_class(ip)) is not None:
                 # A literal address is the model's own text; a name's addresses stay unsaid,
                 # so a refusal can't be used to map a private network's DNS.
-                subject = f"{ip} is" if literal is not None else f"{host} resolves to"
+                subject = f"{host} is" if literal is not None else f"{host} resolves to"
                 article = "an" if why[0] in "aeiou" else "a"
                 raise Refused(
                     self.tool,
