@@ -33,7 +33,9 @@ class FakeDNS:
         return [str(a) for a in answer]
 
 
-def tool_ctx(tmp_path: Path | None = None, *, run_id: str = "run-1", user_id: str = "u1") -> ToolContext:
+def tool_ctx(
+    tmp_path: Path | None = None, *, run_id: str = "run-1", user_id: str = "u1"
+) -> ToolContext:
     return ToolContext(
         workspace=tmp_path or Path("."),
         session_key="agent:main:web:direct:c1",

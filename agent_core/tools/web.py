@@ -16,6 +16,7 @@ page. Each user may fetch ``max_fetches_per_run`` pages in one run.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ log = structlog.get_logger(__name__)
 WEB_FETCH = "web_fetch"
 MAX_CHARS = 20_000
 MAX_FETCHES_PER_RUN = 10
+_TAG_NAME = re.compile("external_content", re.IGNORECASE)
 _TRACKED_RUNS = 1024  # runs whose fetch counts are kept (a run is long over past that many)
 
 
@@ -59,16 +61,7 @@ def _attribute(value: str) -> str:
 
 
 def _defuse(text: str) -> str:
-    lowered = text.lower()
-    if "external_content" not in lowered:
-        return text
-    out: list[str] = []
-    start = 0
-    while (i := lowered.find("external_content", start)) != -1:
-        out.append(text[start:i] + "external-content")
-        start = i + len("external_content")
-    out.append(text[start:])
-    return "".join(out)
+    return _TAG_NAME.sub("external-content", text)
 
 
 class FetchCounter:

@@ -12,6 +12,7 @@ first HTML page, never at start-up (tests/test_lazy_imports.py).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from agent_core.documents import (
@@ -27,6 +28,7 @@ HTML_MIMES = frozenset({"text/html", "application/xhtml+xml"})
 # Text shown as it is beyond documents.TEXT_MIMES: structured data and source code.
 _TEXT_LIKE = frozenset({"application/xml", "application/javascript"})
 _SUFFIXES = ("+json", "+xml")
+_TRAILING_BLANKS = re.compile(r"[ \t]+\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,8 @@ def html_to_markdown(html: str, url: str = "") -> str:
     )
     if not text or not text.strip():
         text = trafilatura.html2txt(html)
-    return (text or "").strip()
+    # Trailing blanks (trafilatura ends table rows with one) cost tokens and say nothing.
+    return _TRAILING_BLANKS.sub("\n", text or "").strip()
 
 
 def _decode(fetched: Fetched) -> str:

@@ -122,7 +122,10 @@ class FakeSearch(FakeServer):
             headers = {"Retry-After": failure.retry_after} if failure.retry_after else {}
             content = failure.body or {
                 "type": "ErrorResponse",
-                "error": {"detail": "Request rate limit exceeded for plan.", "code": "RATE_LIMITED"},
+                "error": {
+                    "detail": "Request rate limit exceeded for plan.",
+                    "code": "RATE_LIMITED",
+                },
             }
             return JSONResponse(content, failure.status, headers)
         return JSONResponse(self._shape(provider, request, payload))
