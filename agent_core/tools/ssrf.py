@@ -159,11 +159,11 @@ class WebGuard:
         self.resolver = resolver or system_resolver
         self.tool = tool
 
-    def with_tool(self, tool: str, *, extra_names: Iterable[str] = ()) -> WebGuard:
-        """The same guard for another tool's errors, with ``extra_names`` allowed too."""
-        allow = AllowList(
-            self.allow.names | {normal_host(n) for n in extra_names}, self.allow.networks
-        )
+    def with_tool(self, tool: str, *, extra_hosts: Iterable[str] = ()) -> WebGuard:
+        """The same guard for another tool's errors, with ``extra_hosts`` (names or addresses)
+        opened too."""
+        extra = AllowList.parse(extra_hosts)
+        allow = AllowList(self.allow.names | extra.names, self.allow.networks + extra.networks)
         return WebGuard(allow, resolver=self.resolver, tool=tool)
 
     async def check(self, scheme: str, host: str, port: int) -> Destination:

@@ -86,7 +86,7 @@ class WebClient:
     def for_tool(self, tool: str, *, extra_hosts: tuple[str, ...] = ()) -> WebClient:
         """A client sharing this one's connections whose refusals name ``tool``."""
         other = WebClient.__new__(WebClient)
-        other.guard = self.guard.with_tool(tool, extra_names=extra_hosts)
+        other.guard = self.guard.with_tool(tool, extra_hosts=extra_hosts)
         other.limits = self.limits
         other._pool = self._pool
         return other
