@@ -16,7 +16,9 @@ from tests.fakes.web_server import FakeWeb
 from tests.web_support import ARTICLE_HTML, FakeDNS
 
 
-def make_router(tmp_path: Path, provider: ScriptedProvider | None = None, **sections: Any) -> AgentRouter:
+def make_router(
+    tmp_path: Path, provider: ScriptedProvider | None = None, **sections: Any
+) -> AgentRouter:
     data: dict[str, Any] = {"agents": {"defaults": {"workspace": str(tmp_path)}}, **sections}
     store = MemoryStore()
     return AgentRouter(
@@ -76,9 +78,7 @@ async def test_a_run_fetches_a_page_and_the_model_reads_it_wrapped(tmp_path: Pat
         provider = ScriptedProvider(
             tool_calls(call("web_fetch", {"url": url})), reply("Lumen reached Mars.")
         )
-        router = make_router(
-            tmp_path, provider, tools={"web": {"allow_hosts": ["news.test"]}}
-        )
+        router = make_router(tmp_path, provider, tools={"web": {"allow_hosts": ["news.test"]}})
         result = await router.get("main").run(
             RunRequest(session_key="s1", message="what happened?", user_id="u1")
         )
