@@ -69,7 +69,7 @@ ARTICLE_HTML = """<!DOCTYPE html>
   <link rel="stylesheet" href="/static/site.css">
   <style>.cookie-banner{position:fixed;bottom:0}</style>
   <script>window.dataLayer=[];function gtag(){dataLayer.push(arguments)}</script>
-  <script type="application/ld+json">{"@type": "NewsArticle", "headline": "Solar sail reaches Mars orbit"}</script>
+  <script type="application/ld+json">{"@type": "NewsArticle", "headline": "Solar sail"}</script>
 </head>
 <body class="article-page">
   <div class="cookie-banner" id="cookies">We use cookies to improve your experience.

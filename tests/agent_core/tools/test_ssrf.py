@@ -148,6 +148,6 @@ class TestAllowHosts:
 
 
 async def test_a_name_that_does_not_resolve_is_a_tool_error() -> None:
-    with pytest.raises(ToolError, match="could not resolve nowhere.invalid") as error:
+    with pytest.raises(ToolError, match=r"could not resolve nowhere\.invalid") as error:
         await WebGuard(resolver=FakeDNS()).check("https", "nowhere.invalid", 443)
     assert not isinstance(error.value, Refused)

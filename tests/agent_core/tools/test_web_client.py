@@ -194,7 +194,7 @@ class TestTls:
                 web.page("/", "over tls", "text/plain")
                 dns = FakeDNS({"secure.test": ["127.0.0.1"]})
                 client = guarded_client(dns, ["secure.test"], verify=trust)
-                with pytest.raises(ToolError, match="(?i)certificate"):
+                with pytest.raises(ToolError, match=r"(?i)certificate"):
                     await client.request("GET", web.url("/", "secure.test"))
                 await client.aclose()
                 assert web.requests == []

@@ -66,7 +66,7 @@ class TestOtherTypes:
 
     def test_a_pdf_cut_by_max_bytes_is_unreadable(self) -> None:
         body = pdf_with_pages("First page")
-        with pytest.raises(DocumentUnreadable, match="larger than tools.web.max_bytes"):
+        with pytest.raises(DocumentUnreadable, match=r"larger than tools\.web\.max_bytes"):
             page_text(fetched(body[:100], "application/pdf", truncated=True))
 
     def test_a_binary_body_is_a_short_note(self) -> None:
