@@ -133,7 +133,13 @@ class AllowList:
 
 
 def normal_host(host: str) -> str:
-    return host.strip().strip("[]").rstrip(".").lower()
+    """Lower case, no brackets nor final dot, international names as IDNA (``xn--``), the form
+    a URL's host takes on the wire."""
+    host = host.strip().strip("[]").rstrip(".").lower()
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,7 +129,9 @@ class WebClient:
         except (httpx.InvalidURL, TypeError, ValueError) as exc:
             raise ToolError(tool, f"not a valid URL: {url!r} ({exc})") from exc
         for hop in range(self.limits.max_redirects + 1):
-            destination = await self.guard.check(current.scheme, current.host, _port(current))
+            destination = await self.guard.check(
+                current.scheme, current.raw_host.decode("ascii"), _port(current)
+            )
             response = await self._send(method, current, destination, headers, json)
             location = response.headers.get("location")
             if not (follow and response.status_code in _REDIRECTS and location):

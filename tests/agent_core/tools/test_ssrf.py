@@ -137,6 +137,11 @@ class TestAllowHosts:
         with pytest.raises(Refused, match="private"):
             await guard.check("http", "router.lan", 80)
 
+    async def test_an_international_name_matches_its_wire_form(self) -> None:
+        dns = FakeDNS({"xn--bcher-kva.lan": ["192.168.1.30"]})
+        guard = WebGuard(AllowList.parse(["Bücher.lan"]), resolver=dns)
+        assert (await guard.check("http", "xn--bcher-kva.lan", 80)).addresses == ("192.168.1.30",)
+
     async def test_an_ipv6_network(self) -> None:
         guard = WebGuard(AllowList.parse(["fd00::/8"]), resolver=FakeDNS())
         assert (await guard.check("http", "[fd00::5]", 8080)).addresses == ("fd00::5",)
@@ -151,3 +156,10 @@ async def test_a_name_that_does_not_resolve_is_a_tool_error() -> None:
     with pytest.raises(ToolError, match=r"could not resolve nowhere\.invalid") as error:
         await WebGuard(resolver=FakeDNS()).check("https", "nowhere.invalid", 443)
     assert not isinstance(error.value, Refused)
+
+
+@pytest.mark.parametrize("host", ["2130706433", "0x7f000001", "127.1", "0177.0.0.1", "localhost"])
+async def test_numeric_forms_and_localhost_through_the_system_resolver(host: str) -> None:
+    # What the system's getaddrinfo makes of these (no network needed) is what is judged.
+    with pytest.raises(Refused, match=rf"^refused: {host} resolves to a loopback address"):
+        await WebGuard().check("http", host, 80)
