@@ -80,7 +80,7 @@ def address_class(ip: IPAddress) -> str | None:
     if ip.is_reserved:
         return "reserved"
     if not ip.is_global:  # 100.64.0.0/10 (CGNAT) is neither private nor global
-        return "not globally routable"
+        return "non-public"
     return None
 
 
@@ -195,8 +195,8 @@ class WebGuard:
                 article = "an" if why[0] in "aeiou" else "a"
                 raise Refused(
                     self.tool,
-                    f"{subject} {article} {why} address, not globally routable "
-                    "(tools.web.allow_hosts opens a destination)",
+                    f"{subject} {article} {why} address (not globally routable; "
+                    "tools.web.allow_hosts opens a destination)",
                 )
             if port not in OPEN_PORTS:
                 raise Refused(

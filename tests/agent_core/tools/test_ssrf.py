@@ -20,8 +20,8 @@ GUARDED = [
     ("172.16.5.4", "private"),
     ("172.31.255.255", "private"),
     ("192.168.1.1", "private"),
-    ("100.64.0.1", "not globally routable"),  # CGNAT, RFC 6598
-    ("100.127.255.254", "not globally routable"),
+    ("100.64.0.1", "non-public"),  # CGNAT, RFC 6598
+    ("100.127.255.254", "non-public"),
     ("169.254.169.254", "link-local"),  # cloud metadata
     ("169.254.0.1", "link-local"),
     ("198.18.0.1", "private"),  # benchmarking, RFC 2544
