@@ -16,6 +16,7 @@ page. Each user may fetch ``max_fetches_per_run`` pages in one run.
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -49,15 +50,9 @@ class FetchPolicy:
 def external_content(source: str, text: str, **attributes: str) -> str:
     """``text`` inside ``<external_content source="...">``; a closing tag inside the text is
     defused so a page can't end the wrapper early and speak as if from outside it."""
-    attrs = "".join(f' {k}="{_attribute(v)}"' for k, v in {"source": source, **attributes}.items())
+    attrs = "".join(f' {k}="{html.escape(v)}"' for k, v in {"source": source, **attributes}.items())
     body = _defuse(text)
     return f"<external_content{attrs}>\n{body}\n</external_content>"
-
-
-def _attribute(value: str) -> str:
-    return (
-        value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
-    )
 
 
 def _defuse(text: str) -> str:
