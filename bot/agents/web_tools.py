@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import structlog
-
 from agent_core.tools import (
     FetchCounter,
     FetchPolicy,
@@ -25,8 +23,6 @@ from agent_core.tools import (
     web_search_tool,
 )
 from bot.config.web_tools import WebToolsConfig
-
-log = structlog.get_logger(__name__)
 
 
 @dataclass
@@ -54,5 +50,4 @@ def build_web_tools(config: WebToolsConfig, *, resolver: Resolver | None = None)
         api = config.search.api(provider)
         searcher = search_provider(provider, client, config.search.base_url(), api.api_key)
         tools.append(web_search_tool(searcher, default_count=config.search.count))
-    log.debug("web_tools.ready", tools=[t.name for t in tools], search=provider)
     return WebTools(tools, client)
