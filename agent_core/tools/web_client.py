@@ -77,19 +77,19 @@ class WebClient:
         *,
         verify: Any = True,
         user_agent: str = USER_AGENT,
+        pool: _Pool | None = None,
     ) -> None:
-        """``verify``: httpx's TLS verification (an ``ssl.SSLContext`` for tests)."""
+        """``verify``: httpx's TLS verification (an ``ssl.SSLContext`` for tests); ``pool``:
+        another client's (:meth:`for_tool`)."""
         self.guard = guard
         self.limits = limits or WebLimits()
-        self._pool = _Pool(self.limits.timeout, verify, user_agent)
+        self._pool = pool or _Pool(self.limits.timeout, verify, user_agent)
 
     def for_tool(self, tool: str, *, extra_hosts: tuple[str, ...] = ()) -> WebClient:
-        """A client sharing this one's connections whose refusals name ``tool``."""
-        other = WebClient.__new__(WebClient)
-        other.guard = self.guard.with_tool(tool, extra_hosts=extra_hosts)
-        other.limits = self.limits
-        other._pool = self._pool
-        return other
+        """A client sharing this one's HTTP client whose refusals name ``tool``, with
+        ``extra_hosts`` opened (a search provider's own host)."""
+        guard = self.guard.with_tool(tool, extra_hosts=extra_hosts)
+        return WebClient(guard, self.limits, pool=self._pool)
 
     async def aclose(self) -> None:
         await self._pool.aclose()
