@@ -2,23 +2,52 @@ from agent_core.tools.base import Tool, ToolContext, ToolHandler, ToolKind, Tool
 from agent_core.tools.cron import CRON, CronJob, CronJobs, CronPolicy, CronRefused, cron_tool
 from agent_core.tools.files import FILE_TOOLS, LIST_FILES, READ_FILE, WRITE_FILE
 from agent_core.tools.skills import SKILL_SEARCH, SKILL_TOOLS
+from agent_core.tools.ssrf import AllowList, Refused, Resolver, WebGuard
+from agent_core.tools.web import WEB_FETCH, FetchCounter, FetchPolicy, web_fetch_tool
+from agent_core.tools.web_client import WebClient, WebLimits
+from agent_core.tools.web_search import (
+    BRAVE_BASE_URL,
+    PROVIDERS,
+    TAVILY_BASE_URL,
+    WEB_SEARCH,
+    SearchProvider,
+    search_provider,
+    web_search_tool,
+)
 
 __all__ = [
+    "BRAVE_BASE_URL",
     "CRON",
     "FILE_TOOLS",
     "LIST_FILES",
+    "PROVIDERS",
     "READ_FILE",
     "SKILL_SEARCH",
     "SKILL_TOOLS",
+    "TAVILY_BASE_URL",
+    "WEB_FETCH",
+    "WEB_SEARCH",
     "WRITE_FILE",
+    "AllowList",
     "CronJob",
     "CronJobs",
     "CronPolicy",
     "CronRefused",
+    "FetchCounter",
+    "FetchPolicy",
+    "Refused",
+    "Resolver",
+    "SearchProvider",
     "Tool",
     "ToolContext",
     "ToolHandler",
     "ToolKind",
     "ToolRegistry",
+    "WebClient",
+    "WebGuard",
+    "WebLimits",
     "cron_tool",
+    "search_provider",
+    "web_fetch_tool",
+    "web_search_tool",
 ]

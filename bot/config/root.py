@@ -45,7 +45,7 @@ from bot.config.cron import HeartbeatConfig as HeartbeatConfig
 from bot.config.errors import ConfigFileError as ConfigFileError
 from bot.config.evolution import EvolutionConfig
 from bot.config.media import MediaConfig as MediaConfig
-from bot.config.tools import McpConfig, SkillsConfig
+from bot.config.tools import McpConfig, SkillsConfig, ToolsConfig
 from bot.config.tracing import TracingConfig as TracingConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
@@ -203,6 +203,7 @@ class Config(StrictModel):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     def semantic_problems(self) -> list[str]:
