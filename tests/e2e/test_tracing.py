@@ -19,6 +19,7 @@ from tests.conftest import ChatDriver, make_config
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.fakes.otlp_collector import FakeCollector
 from tests.service_support import free_port
+from tests.waiting import wait_until
 
 DM = ChatRef("web", "dm-otlp", ChatType.DIRECT)
 
@@ -85,8 +86,13 @@ async def test_runs_are_answered_when_the_collector_is_down(tmp_path: Path, llm:
             for text_in in ("one", "two"):
                 result = await chat.ask(text_in)
                 assert result is not None and result.content == f"echo: {text_in}"
+            # The background export tried (within its 2 s batching delay) and said so.
+            await wait_until(lambda: failing(logs), timeout=15)
             spans = app.telemetry.spans_exported
     assert chat.texts() == ["echo: one", "echo: two"]
-    assert spans is not None and spans["exported"] == 0
-    assert any(entry["event"] == "trace.export_failing" for entry in logs)
+    assert spans is not None and spans["exported"] == 0 and spans["failed"] > 0
     assert not any(entry["event"] == "run.failed" for entry in logs)
+
+
+def failing(logs: list[dict[str, Any]]) -> bool:
+    return any(entry["event"] == "trace.export_failing" for entry in logs)
