@@ -54,7 +54,7 @@ from agent_core.orchestration import (
     resolve_profile,
 )
 from agent_core.providers import OfflineProvider, OpenAICompatProvider, Provider
-from agent_core.tools import CronJobs, CronPolicy, cron_tool
+from agent_core.tools import CronJobs, CronPolicy, FileSender, cron_tool, send_file_tool
 from bot.agents.settings import agent_settings
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
 from bot.errors import BotError
@@ -154,6 +154,7 @@ class AgentRouter:
         mcp: McpManager | None = None,
         locks: SharedLocks | None = None,
         cron: CronJobs | None = None,
+        files: FileSender | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
@@ -163,7 +164,9 @@ class AgentRouter:
         ``team_tasks``. The orchestration tools are offered once :attr:`orchestrator` is set.
         ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``).
         ``locks``: the compaction and seeding locks shared with other processes (bot/cluster).
-        ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool."""
+        ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool.
+        ``files``: how the ``send_file`` tool reaches the run's chat (bot/pipeline); None: no
+        such tool. Set :attr:`files` later (before the first resolve) when it needs the gateway."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -189,6 +192,7 @@ class AgentRouter:
         self.mcp = mcp
         self.locks = locks
         self.cron = cron
+        self.files = files
         self.orchestrator: Orchestrator | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
@@ -365,6 +369,8 @@ class AgentRouter:
             cron = self.config.cron
             policy = CronPolicy(settings.timezone, cron.max_jobs_per_user, cron.min_interval)
             tools.register(cron_tool(self.cron, policy))
+        if self.files is not None:
+            tools.register(send_file_tool(self.files))
         # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
         # one is refused with this reason; deferred (MCP) tools are dropped too.
         definition = self._definition(agent_id, stored)

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 import structlog
@@ -31,7 +32,7 @@ from starlette.responses import JSONResponse, Response
 
 from channels.errors import ChannelError, NotAccepted, RetryAfter
 from channels.intake import Intake, already_seen, remember_seen
-from channels.protocol import InboundHandler, PollGate, SeenStore
+from channels.protocol import InboundHandler, PollGate, SeenStore, SentFile
 from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
 from channels.zalo._client import ZaloBotClient
 from channels.zalo._errors import (
@@ -40,6 +41,7 @@ from channels.zalo._errors import (
     ZaloServerError,
     ZaloTokenInvalid,
 )
+from channels.zalo._files import file_note
 from channels.zalo._types import BotInfo, ZaloEvent, ZaloMessage, ZaloUpdate, parse_updates
 
 log = structlog.get_logger(__name__)
@@ -379,6 +381,22 @@ class ZaloChannel:
         # Zalo has no reply-to-message; the chunk goes to the chat.
         sent = await self.client.send_message(chat.chat_id, text)
         return MessageRef(chat, sent.message_id)
+
+    async def send_file(
+        self,
+        chat: ChatRef,
+        path: Path,
+        *,
+        name: str,
+        mime: str,
+        caption: str = "",
+        reply_to: str | None = None,
+    ) -> SentFile:
+        """:class:`~channels.protocol.FileSending`: a note naming the file, because the Bot API
+        can't take an upload (:mod:`channels.zalo._files`)."""
+        note = await file_note(path, name=name, mime=mime, caption=caption)
+        sent = await self.client.send_message(chat.chat_id, note)
+        return SentFile(MessageRef(chat, sent.message_id), "note")
 
     async def set_typing(self, chat: ChatRef) -> None:
         await self.client.send_chat_action(chat.chat_id, "typing")
