@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.app import Loopgate
-from tests.fakes.llm_server import FakeLLM, text
+from tests.fakes.llm_server import FakeLLM, delay, text
 from tests.fakes.telegram_server import FakeTelegram, Upload
 from tests.image_support import jpeg, png
 from tests.send_file_support import send_file, sparse_file, tool_results, workspace_file
@@ -181,3 +181,41 @@ async def test_the_same_file_is_sent_once_per_message(
     first, second = tool_results(llm)
     assert first.startswith("Sent a.txt (5 B)")
     assert second == "a.txt was already sent to this chat for this message; not sent again."
+
+
+async def test_a_file_then_no_reply_sends_the_file_alone(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    workspace_file(tmp_path, USER, "a.txt", b"hello")
+    llm.script(send_file("a.txt"), text("NO_REPLY"))
+    async with Loopgate(tg_config(tmp_path, llm, tg)) as app:
+        tg.push(tg.private_message("just the file"))
+        await tg.wait_for(lambda: tg.uploads("sendDocument"))
+        await tg.wait_for(lambda: not app.registry.active_runs)
+    assert tg.texts() == []
+
+
+async def test_a_turn_replayed_after_a_restart_does_not_send_the_file_again(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """The first process sends the file, then is stopped before the answer (a short grace):
+    the next one runs the turn again, and the model's second send_file finds it recorded."""
+    workspace_file(tmp_path, USER, "report.pdf", b"%PDF report")
+    llm.script(
+        send_file("report.pdf"),
+        delay(30, text("never sent")),
+        send_file("report.pdf"),
+        text("Here it is."),
+    )
+    config = tg_config(tmp_path, llm, tg, bot={"shutdown_grace": 0.2})
+    async with Loopgate(config):
+        tg.push(tg.private_message("the report"))
+        await llm.wait_for(lambda: len(llm.chat_requests) == 2)
+    assert len(tg.uploads("sendDocument")) == 1 and tg.texts() == []
+    async with Loopgate(config):
+        await tg.wait_for(lambda: tg.texts() == ["Here it is."])
+
+    assert len(tg.uploads("sendDocument")) == 1
+    assert tool_results(llm) == [
+        "report.pdf was already sent to this chat for this message; not sent again."
+    ]
