@@ -4,6 +4,7 @@ from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, Re
 from channels.protocol import (
     Channel,
     FileFetcher,
+    FileHost,
     FileRefused,
     FileSending,
     InboundHandler,
@@ -38,6 +39,7 @@ __all__ = [
     "ChatRef",
     "ChatType",
     "FileFetcher",
+    "FileHost",
     "FileRefused",
     "FileSending",
     "Forbidden",

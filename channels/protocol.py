@@ -253,3 +253,16 @@ class FileSending(Protocol):
         file over the platform's limits, before anything is uploaded; other
         :class:`~channels.errors.ChannelError` as sending text does."""
         ...
+
+
+@runtime_checkable
+class FileHost(Protocol):
+    """An adapter that offers files at short-lived links on the bot's own server, for a
+    platform that fetches what it sends by URL (Zalo's ``sendPhoto``). The bot's server routes
+    ``GET {files_path}…`` to :meth:`serve_file` (an empty ``files_path``: none offered)."""
+
+    files_path: str
+
+    async def serve_file(self, request: Request) -> Response:
+        """The file a link names, or 404 for a forged, expired or vanished one."""
+        ...
