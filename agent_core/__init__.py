@@ -17,7 +17,7 @@ from agent_core.bootstrap import (
     Workspaces,
     truncate_for_prompt,
 )
-from agent_core.errors import AgentError, ToolError
+from agent_core.errors import AgentError
 from agent_core.events import Event, EventBus, EventType, Subscriber
 from agent_core.hooks import PreToolUseHook
 from agent_core.images import ImageUnreadable, prepare_image
@@ -99,7 +99,6 @@ __all__ = [
     "Subscriber",
     "Tool",
     "ToolCall",
-    "ToolError",
     "ToolRegistry",
     "Trace",
     "TraceStore",

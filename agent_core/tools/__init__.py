@@ -1,3 +1,4 @@
+from agent_core.errors import ToolError
 from agent_core.tools.base import Tool, ToolContext, ToolHandler, ToolKind, ToolRegistry
 from agent_core.tools.cron import CRON, CronJob, CronJobs, CronPolicy, CronRefused, cron_tool
 from agent_core.tools.files import FILE_TOOLS, LIST_FILES, READ_FILE, WRITE_FILE
@@ -21,6 +22,7 @@ __all__ = [
     "OutgoingFile",
     "Tool",
     "ToolContext",
+    "ToolError",
     "ToolHandler",
     "ToolKind",
     "ToolRegistry",

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from agent_core import ToolError
-from agent_core.tools import SEND_FILE, OutgoingFile, ToolContext
+from agent_core.tools import SEND_FILE, OutgoingFile, ToolContext, ToolError
 from bot.pipeline.delivery import MAX_RETRY_AFTER, MAX_SEND_ATTEMPTS, send_with_retry
 from bot.pipeline.job import CRON_AT
 from channels import (
