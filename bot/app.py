@@ -31,6 +31,7 @@ from bot.evolution.service import EvolutionService
 from bot.maintenance import run_periodically
 from bot.pipeline.access import AccessPolicy, PairingStore
 from bot.pipeline.dedupe import DedupeStore
+from bot.pipeline.file_sender import ChatFileSender
 from bot.pipeline.gateway import Gateway
 from bot.pipeline.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
 from bot.pipeline.run_registry import ChildRegistration, LocalRunRegistry, RunRegistry
@@ -195,6 +196,8 @@ class Loopgate:
         )
         self._gateway = gateway
         self._stack.push_async_callback(gateway.aclose)
+        # send_file reaches the run's chat through the gateway's channels (before any resolve).
+        router.files = ChatFileSender(gateway.channels, sent=dedupe)
         self.orchestrator = Orchestrator(
             router.resolve,
             self.events,

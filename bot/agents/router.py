@@ -54,7 +54,14 @@ from agent_core.orchestration import (
     resolve_profile,
 )
 from agent_core.providers import OfflineProvider, OpenAICompatProvider, Provider
-from agent_core.tools import CronJobs, CronPolicy, Resolver, cron_tool
+from agent_core.tools import (
+    CronJobs,
+    CronPolicy,
+    FileSender,
+    Resolver,
+    cron_tool,
+    send_file_tool,
+)
 from bot.agents.settings import agent_settings
 from bot.agents.web_tools import build_web_tools
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
@@ -156,6 +163,7 @@ class AgentRouter:
         locks: SharedLocks | None = None,
         cron: CronJobs | None = None,
         web_resolver: Resolver | None = None,
+        files: FileSender | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
@@ -166,7 +174,9 @@ class AgentRouter:
         ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``).
         ``locks``: the compaction and seeding locks shared with other processes (bot/cluster).
         ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool.
-        ``web_resolver``: host → addresses for the web tools' SSRF guard (tests)."""
+        ``web_resolver``: host → addresses for the web tools' SSRF guard (tests).
+        ``files``: how the ``send_file`` tool reaches the run's chat (bot/pipeline); None: no
+        such tool. Set :attr:`files` later (before the first resolve) when it needs the gateway."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -193,6 +203,7 @@ class AgentRouter:
         self.locks = locks
         self.cron = cron
         self.web = build_web_tools(config.tools.web, resolver=web_resolver)
+        self.files = files
         self.orchestrator: Orchestrator | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
@@ -371,6 +382,8 @@ class AgentRouter:
             tools.register(cron_tool(self.cron, policy))
         for tool in self.web.tools:  # tools.web (bot/agents/web_tools.py)
             tools.register(tool)
+        if self.files is not None:
+            tools.register(send_file_tool(self.files))
         # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
         # one is refused with this reason; deferred (MCP) tools are dropped too.
         definition = self._definition(agent_id, stored)

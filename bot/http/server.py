@@ -39,7 +39,15 @@ from bot.http.web_auth import (
 )
 from bot.pipeline.session_keys import session_key
 from bot.redaction import redact_tree
-from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender, WebhookReceiver
+from channels import (
+    ChatRef,
+    ChatType,
+    FileHost,
+    InboundMessage,
+    NotAccepted,
+    Sender,
+    WebhookReceiver,
+)
 from channels.local import Outbound
 
 log = structlog.get_logger(__name__)
@@ -131,6 +139,17 @@ def create_app(
                 return await channel.handle_webhook(request)
         return JSONResponse({"error": "no enabled channel receives webhooks here"}, 404)
 
+    async def hosted_file(request: Request) -> Response:
+        # A platform fetching a file the bot sent it by link (Zalo's sendPhoto).
+        for channel in loopgate.gateway.channels.values():
+            if (
+                isinstance(channel, FileHost)
+                and channel.files_path
+                and request.url.path.startswith(channel.files_path)
+            ):
+                return await channel.serve_file(request)
+        return Response(status_code=404)
+
     return Starlette(
         routes=[
             Route("/healthz", healthz),
@@ -142,6 +161,8 @@ def create_app(
             *admin_routes(loopgate),  # /admin, only with admin.token set
             # POST /telegram/webhook, /slack/events, /zalo/webhook: whichever channel claims it.
             Route("/{path:path}", webhook, methods=["POST"]),
+            # GET /zalo/files/…: a file a channel offers by link (FileHost).
+            Route("/{channel}/files/{rest:path}", hosted_file, methods=["GET"]),
         ],
         middleware=[Middleware(BodyLimit, max_bytes=config.server.max_body_bytes)],
         lifespan=lifespan,
