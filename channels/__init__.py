@@ -16,7 +16,9 @@ from channels.protocol import (
     WebhookReceiver,
 )
 from channels.types import (
+    IMAGE_MIMES,
     Attachment,
+    AttachmentKind,
     Capabilities,
     ChatRef,
     ChatType,
@@ -24,10 +26,13 @@ from channels.types import (
     InboundMessage,
     MessageRef,
     Sender,
+    attachment_kind,
 )
 
 __all__ = [
+    "IMAGE_MIMES",
     "Attachment",
+    "AttachmentKind",
     "BadRequest",
     "Capabilities",
     "Channel",
@@ -52,4 +57,5 @@ __all__ = [
     "StateStore",
     "StreamUnsupported",
     "WebhookReceiver",
+    "attachment_kind",
 ]

@@ -36,6 +36,7 @@ from bot.pipeline.commands import HELP_TEXT, Command, parse_command
 from bot.pipeline.dedupe import DedupeStore, first_delivery
 from bot.pipeline.delivery import send_with_retry
 from bot.pipeline.job import CRON_JOB, Job
+from bot.pipeline.media import build_transcriber
 from bot.pipeline.ports import WorkClaims
 from bot.pipeline.reactions import StatusReactions
 from bot.pipeline.run_registry import RunRegistry
@@ -107,6 +108,7 @@ class Gateway:
             channel_ready=channel_ready,
             cron_history_turns=config.cron.history_turns,
             media=config.media,
+            transcriber=build_transcriber(config),
         )
         self.bursts = Bursts(config.bot, registry, self.turns, inbox=inbox)
         self.stop = StopService(config, registry, self.bursts)

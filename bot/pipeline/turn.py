@@ -24,6 +24,7 @@ from agent_core import (
     RunResult,
     RunStatus,
     Subscriber,
+    Transcriber,
     finish_despite_cancel,
     user_workspace,
 )
@@ -32,7 +33,7 @@ from bot.config import BotConfig, MediaConfig
 from bot.pipeline.delivery import deliver, send_with_retry
 from bot.pipeline.job import CRON_AT, CRON_JOB, CRON_SCHEDULE, Job, ended_ok
 from bot.pipeline.leftovers import remove_previews, sent_lookup
-from bot.pipeline.media import FetchedMedia, fetch_media
+from bot.pipeline.media import FetchedMedia, MediaContext, fetch_media
 from bot.pipeline.reactions import ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
 from bot.pipeline.streaming import StreamedReply
@@ -70,6 +71,8 @@ class TurnRunner:
     cron_history_turns: int = 0
     """Past turns a scheduled job's run sees (``cron.history_turns``)."""
     media: MediaConfig = field(default_factory=MediaConfig)
+    transcriber: Transcriber | None = None
+    """Where voice messages and audio files become text (``media.transcription``)."""
 
     async def run(self, job: Job) -> None:
         """The scheduler's step: ``job``'s turn, in the channel it came from."""
@@ -316,13 +319,13 @@ class TurnRunner:
         channel = self.channels.get(msg.chat.channel)
         if channel is None:
             return FetchedMedia()
-        media = await fetch_media(
-            channel,
-            msg,
+        context = MediaContext(
             workspace=user_workspace(settings.workspace, user_id),
             quota=settings.workspace_max_bytes,
             config=self.media,
+            transcriber=self.transcriber,
         )
+        media = await fetch_media(channel, msg, context)
         if media.skipped and self.media.skipped_reply:
             items = ", ".join(str(s) for s in media.skipped)
             try:
