@@ -206,4 +206,6 @@ def build_transcriber(config: Config) -> Transcriber | None:
 
 
 def _mb(size: int) -> str:
+    if size < 1 << 20:
+        return f"{max(1, round(size / 1024))} KB"
     return f"{size / (1 << 20):.1f} MB"
