@@ -39,7 +39,8 @@ def test_a_document_without_text() -> None:
     assert document_text(
         "scan.pdf", "inbox/scan.pdf", extracted, max_chars=100, full_path=None
     ) == (
-        "[document: scan.pdf, 1 page, saved to inbox/scan.pdf]\n[no text could be extracted from it]"
+        "[document: scan.pdf, 1 page, saved to inbox/scan.pdf]\n"
+        "[no text could be extracted from it]"
     )
 
 
