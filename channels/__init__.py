@@ -17,6 +17,7 @@ from channels.protocol import (
 )
 from channels.types import (
     IMAGE_MIMES,
+    MEDIA_GROUP,
     Attachment,
     AttachmentKind,
     Capabilities,
@@ -31,6 +32,7 @@ from channels.types import (
 
 __all__ = [
     "IMAGE_MIMES",
+    "MEDIA_GROUP",
     "Attachment",
     "AttachmentKind",
     "BadRequest",

@@ -61,6 +61,10 @@ AttachmentKind = Literal["image", "audio", "document"]
 """What the bot makes of a file: a picture, something to transcribe, something to read."""
 
 
+MEDIA_GROUP = "media_group_id"
+"""``InboundMessage.metadata`` key shared by the messages of one album (Telegram sends each
+picture of an album as its own message): the bot answers them as one turn."""
+
 IMAGE_MIMES = frozenset({"image/jpeg", "image/png", "image/webp", "image/gif"})
 """Pictures a model takes (re-encoded as JPEG or PNG on the way)."""
 

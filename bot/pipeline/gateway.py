@@ -47,7 +47,7 @@ from bot.pipeline.stop import StopService
 from bot.pipeline.streaming import StreamOptions, streaming_options
 from bot.pipeline.turn import TurnRunner
 from bot.storage.inbox import InboxEntry, SqlInbox
-from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
+from channels import MEDIA_GROUP, Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
 
@@ -346,7 +346,10 @@ class Gateway:
             saved_at=entry.updated_at.timestamp() if entry.answer is not None else None,
             replayed=replayed,
         )
-        self.scheduler.submit(job)
+        if MEDIA_GROUP in entry.message.metadata and entry.answer is None:
+            self.bursts.submit(job)  # an album's parts are one turn again
+        else:
+            self.scheduler.submit(job)
         return job
 
     def busy_sessions(self) -> set[str]:

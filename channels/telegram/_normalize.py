@@ -29,6 +29,7 @@ from telegram import (
 )
 
 from channels.types import (
+    MEDIA_GROUP,
     Attachment,
     ChatRef,
     ChatType,
@@ -133,6 +134,7 @@ def normalize_update(
             "bot_username": me.username,
             "update_id": str(update.update_id),
             "chat_title": chat.title or "",
+            **({MEDIA_GROUP: message.media_group_id} if message.media_group_id else {}),
         },
         attachments=attachments,
     )

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from telegram import Update
 
-from channels import Attachment, ChatType, InboundMessage
+from channels import MEDIA_GROUP, Attachment, ChatType, InboundMessage
 from channels.telegram import BotIdentity, normalize_update
 from channels.telegram._normalize import Skipped
 
@@ -221,3 +221,8 @@ class TestFilesAndVoice:
         }
         msg = normalized("ok", reply_to_message=voice)
         assert msg.text == '[Replying to Bo: "[voice message]"]\nok'
+
+    def test_an_album_part_carries_its_media_group(self) -> None:
+        msg = normalized(None, photo=SIZES, media_group_id="13579")
+        assert msg.metadata[MEDIA_GROUP] == "13579"
+        assert MEDIA_GROUP not in normalized(None, photo=SIZES).metadata
