@@ -1,6 +1,13 @@
 """Platform adapters. Knows platforms, nothing of LLMs."""
 
-from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
+from channels.errors import (
+    BadRequest,
+    ChannelError,
+    FileTooLarge,
+    Forbidden,
+    NotAccepted,
+    RetryAfter,
+)
 from channels.protocol import (
     Channel,
     FileFetcher,
@@ -42,6 +49,7 @@ __all__ = [
     "ChatRef",
     "ChatType",
     "FileFetcher",
+    "FileTooLarge",
     "Forbidden",
     "Formatting",
     "InboundHandler",

@@ -33,7 +33,15 @@ from agent_core import (
 )
 from bot.config import OPENAI_BASE_URL, Config, MediaConfig
 from bot.pipeline.media_text import document_text, transcript_text
-from channels import IMAGE_MIMES, Attachment, Channel, ChannelError, FileFetcher, InboundMessage
+from channels import (
+    IMAGE_MIMES,
+    Attachment,
+    Channel,
+    ChannelError,
+    FileFetcher,
+    FileTooLarge,
+    InboundMessage,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -115,11 +123,13 @@ async def _fetch_one(
     if not isinstance(channel, FileFetcher):
         return Skipped(name, "this channel can't fetch files")
     try:
-        data = await channel.fetch_file(attachment)
+        data = await channel.fetch_file(attachment, max_bytes=limit)
+    except FileTooLarge as exc:  # a platform that stated no size (or a wrong one)
+        return Skipped(name, f"{_mb(exc.size)}, over the {_mb(limit)} limit")
     except ChannelError as exc:
         log.warning("media.fetch_failed", name=name, error=str(exc))
         return Skipped(name, "could not be downloaded")
-    if len(data) > limit:  # a platform that stated no size (or a wrong one)
+    if len(data) > limit:  # an adapter that read it all anyway
         return Skipped(name, f"{_mb(len(data))}, over the {_mb(limit)} limit")
     path = await _save(context, name, data)
     if isinstance(path, Skipped):

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from telegram import Bot, BotCommand, ReactionTypeEmoji, Update
 from telegram.constants import ParseMode
 
-from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted
+from channels.errors import BadRequest, ChannelError, FileTooLarge, Forbidden, NotAccepted
 from channels.intake import Intake, already_seen, remember_seen
 from channels.protocol import (
     InboundHandler,
@@ -353,12 +353,18 @@ class TelegramChannel:
         with translate_telegram_errors():
             await self.bot.set_message_reaction(chat_id, int(message.message_id), [])
 
-    async def fetch_file(self, attachment: Attachment) -> bytes:
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
         # getFile, then GET {api_base_url}/file/bot{token}/{file_path}; a file id stays valid
         # for the bot, so a replayed message is fetched again the same way.
         with translate_telegram_errors():
             file = await self.bot.get_file(attachment.file_id)
-            return bytes(await file.download_as_bytearray())
+        if max_bytes is not None and (file.file_size or 0) > max_bytes:
+            raise FileTooLarge(file.file_size or 0, max_bytes)
+        with translate_telegram_errors():
+            data = bytes(await file.download_as_bytearray())
+        if max_bytes is not None and len(data) > max_bytes:
+            raise FileTooLarge(len(data), max_bytes)
+        return data
 
     async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
         if chat.chat_type is ChatType.DIRECT:
