@@ -109,6 +109,10 @@ class FakeZalo(FakeServer):
         self.messages: list[Recorded] = []  # sendMessage calls that were delivered
         self._updates: deque[dict[str, Any]] = deque()
         self._failures: dict[str, deque[Failure]] = defaultdict(deque)
+        self.photos: dict[str, bytes] = {}
+        """Name → bytes: what the photo URLs of :meth:`add_photo` serve (Zalo's CDN)."""
+        self.photo_downloads: list[tuple[str, dict[str, str]]] = []
+        """(name, request headers) of every photo request, in order."""
 
     # -- scripting -------------------------------------------------------------------------
 
@@ -148,8 +152,27 @@ class FakeZalo(FakeServer):
 
     # -- server ----------------------------------------------------------------------------
 
+    def add_photo(self, data: bytes, name: str | None = None) -> str:
+        """Serve ``data`` as a photo; returns its URL, for an image event's ``photo``."""
+        name = name or f"p{len(self.photos) + 1}.jpg"
+        self.photos[name] = data
+        return f"{self.base_url}/photos/{name}"
+
+    async def _photo(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        self.photo_downloads.append((name, {k.lower(): v for k, v in request.headers.items()}))
+        self.changed()
+        if name not in self.photos:
+            return Response("not found", status_code=404)
+        return Response(self.photos[name], media_type="image/jpeg")
+
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/bot{token}/{method}", self._call, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/bot{token}/{method}", self._call, methods=["POST"]),
+                Route("/photos/{name}", self._photo, methods=["GET"]),
+            ]
+        )
 
     # -- handlers --------------------------------------------------------------------------
 
