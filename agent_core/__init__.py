@@ -60,7 +60,6 @@ from agent_core.store import MemoryStore, SessionStore, TraceStore
 from agent_core.stream_sanitize import safe_preview
 from agent_core.tools import FILE_TOOLS, SKILL_TOOLS, Tool, ToolRegistry
 from agent_core.tracing import Span, SpanKind, Trace, render_tree
-from agent_core.transcription import Transcriber
 from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel
 from agent_core.workspace import WorkspaceFull, save_inbox_file, user_workspace
 
@@ -113,7 +112,6 @@ __all__ = [
     "ToolRegistry",
     "Trace",
     "TraceStore",
-    "Transcriber",
     "Usage",
     "WorkspaceFull",
     "Workspaces",

@@ -24,13 +24,13 @@ from agent_core import (
     DocumentUnreadable,
     ImagePart,
     ImageUnreadable,
-    Transcriber,
     WorkspaceFull,
     document_kind,
     extract_text,
     prepare_image,
     save_inbox_file,
 )
+from agent_core.providers import Transcriber
 from bot.config import OPENAI_BASE_URL, Config, MediaConfig
 from bot.pipeline.media_text import document_text, transcript_text
 from channels import (

@@ -24,10 +24,10 @@ from agent_core import (
     RunResult,
     RunStatus,
     Subscriber,
-    Transcriber,
     finish_despite_cancel,
     user_workspace,
 )
+from agent_core.providers import Transcriber
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import BotConfig, MediaConfig
 from bot.pipeline.delivery import deliver, send_with_retry

@@ -1,11 +1,11 @@
-"""agent_core/transcription.py against the fake OpenAI-compatible server's audio endpoint."""
+"""agent_core/providers/_transcription.py against the fake OpenAI-compatible audio endpoint."""
 
 from __future__ import annotations
 
 import pytest
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
-from agent_core.transcription import Transcriber
+from agent_core.providers import Transcriber
 from tests.fakes.llm_server import FakeLLM, delay, error
 
 
