@@ -14,7 +14,7 @@ from agent_core import user_workspace
 from bot.app import Loopgate
 from tests.conftest import make_config
 from tests.document_support import encrypted_pdf, pdf_with_pages
-from tests.fakes.llm_server import FakeLLM
+from tests.fakes.llm_server import FakeLLM, delay, text
 from tests.fakes.telegram_server import FakeTelegram
 from tests.image_support import png, size_of
 from tests.telegram_support import telegram_section
@@ -132,3 +132,32 @@ async def test_a_document_over_the_stated_size_limit_is_never_downloaded(
     assert tg.texts()[0] == "Skipped: big.pdf (25.0 MB, over the 20.0 MB limit)."
     assert not tg.calls_of("getFile")
     assert tg.file_downloads == []
+
+
+async def test_a_document_cut_off_by_a_restart_is_fetched_and_read_again(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    llm.script(delay(30, text("never sent")), text("read it"))
+    pdf = pdf_with_pages("clause one")
+    cfg = make_config(
+        tmp_path,
+        llm,
+        channels={"telegram": telegram_section(tg)},
+        bot={"shutdown_grace": 0.2},
+    )
+    async with Loopgate(cfg):
+        document = tg.document(pdf, "deal.pdf", "application/pdf")
+        tg.push(tg.private_message(None, document=document, caption="check"))
+        await llm.wait_for(lambda: len(llm.chat_requests) == 1)
+    inbox_file(tmp_path, "deal.pdf").unlink()  # the workspace may be gone too (a new host)
+    async with Loopgate(cfg):
+        await tg.wait_for(lambda: tg.texts() == ["read it"])
+
+    assert len(tg.file_downloads) == 2
+    first, second = (r.json["messages"][-1]["content"] for r in llm.chat_requests)
+    assert (
+        first
+        == second
+        == ("check\n[document: deal.pdf, 1 page, saved to inbox/deal.pdf]\nclause one")
+    )
+    assert inbox_file(tmp_path, "deal.pdf").read_bytes() == pdf
