@@ -128,3 +128,21 @@ async def test_a_voice_message_cut_off_by_a_restart_is_fetched_and_transcribed_a
     assert [u.data for u in llm.audio_uploads] == [OPUS, OPUS]
     second = llm.chat_requests[1].json["messages"][-1]["content"]
     assert second.startswith("[voice message, 0:03] second hearing\n")
+
+
+async def test_a_voice_message_streams_and_may_be_answered_with_no_reply(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    # Media turns go the way text turns go: a streamed answer (the default), NO_REPLY.
+    llm.script(text("Sure, ", "at nine."), text("NO_REPLY"))
+    section = {**telegram_section(tg), "streaming": "partial"}
+    async with Loopgate(make_config(tmp_path, llm, channels={"telegram": section})):
+        tg.push(tg.private_message(None, voice=tg.voice(OPUS, duration=2)))
+        await tg.wait_for(lambda: any(m.text == "Sure, at nine." for m in tg.messages.values()))
+        tg.push(tg.private_message(None, voice=tg.voice(OPUS, duration=1)))
+        await llm.wait_for(lambda: len(llm.chat_requests) == 2)
+        await llm.wait_for(lambda: len(llm.audio_uploads) == 2)
+
+    second = llm.chat_requests[1].json["messages"][-1]["content"]
+    assert second.startswith("[voice message, 0:01] heard ")
+    assert [m.text for m in tg.messages.values() if not m.deleted] == ["Sure, at nine."]
