@@ -106,3 +106,32 @@ async def test_an_album_cut_off_by_a_restart_is_answered_once_and_fetched_again(
     assert len(llm.chat_requests) == 2  # the restarted album ran once, not once a part
     assert tg.texts() == ["nice pictures"]
     assert states == ["answered", "answered"]
+
+
+async def test_in_a_group_the_caption_that_mentions_the_bot_brings_the_whole_album(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    caption = f"@{tg.bot_username} compare these"
+    async with Loopgate(config(tmp_path, llm, tg)):
+        for i, color in enumerate(["red", "green", "blue"]):
+            extra: dict[str, Any] = (
+                {"caption": caption, "caption_entities": tg.mention(caption)} if i == 0 else {}
+            )
+            tg.push(
+                tg.group_message(
+                    None, photo=tg.photo(jpeg(32, 24, color)), media_group_id="g-album", **extra
+                )
+            )
+        await tg.wait_for(lambda: len(tg.texts()) == 1)
+        # An album nobody addressed stays unanswered, as any group message would.
+        for update in [
+            tg.group_message(None, photo=tg.photo(jpeg()), media_group_id="other", caption="x"),
+            tg.group_message(None, photo=tg.photo(jpeg()), media_group_id="other"),
+        ]:
+            tg.push(update)
+        await tg.wait_for(lambda: len(tg.calls_of("getUpdates")) >= 4)
+
+    (request,) = llm.chat_requests
+    parts = request.json["messages"][-1]["content"]
+    assert parts[0]["text"].endswith("compare these")
+    assert [p["type"] for p in parts[1:]] == ["image_url"] * 3
