@@ -82,3 +82,47 @@ def test_no_transcriber_without_an_openai_compatible_endpoint() -> None:
     assert build_transcriber(parse_config({}, {})) is None
     anthropic = {"default": "claude", "claude": {"kind": "anthropic", "api_key": "k"}}
     assert build_transcriber(parse_config({"providers": anthropic}, {})) is None
+
+
+class FilesChannel(LocalChannel):
+    """A channel that serves files from memory (the platforms' own fetching is tested
+    against their fakes)."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        super().__init__()
+        self.files = files
+
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
+        return self.files[attachment.file_id]
+
+
+VOICE = Attachment("audio", "v1", "voice_1.ogg", "audio/ogg", 4, duration=3, voice=True)
+
+
+async def test_audio_without_a_transcription_service_is_saved_and_named(tmp_path: Path) -> None:
+    channel = FilesChannel({"v1": b"OggS"})
+    media = await fetch_media(channel, message(VOICE), MediaContext(tmp_path, 1000, MediaConfig()))
+    assert media.skipped == (
+        Skipped("voice_1.ogg", "no transcription service is configured", "inbox/voice_1.ogg"),
+    )
+    assert (tmp_path / "inbox" / "voice_1.ogg").read_bytes() == b"OggS"
+
+
+async def test_a_full_workspace_skips_the_file(tmp_path: Path) -> None:
+    channel = FilesChannel({"v1": b"OggS"})
+    media = await fetch_media(channel, message(VOICE), MediaContext(tmp_path, 3, MediaConfig()))
+    assert media.skipped == (Skipped("voice_1.ogg", "the workspace is full"),)
+
+
+async def test_a_long_text_that_does_not_fit_the_quota_is_still_shown_in_part(
+    tmp_path: Path,
+) -> None:
+    text = "word " * 100  # 500 bytes: the file fits the quota, its copy as .txt does not
+    notes = Attachment("document", "d1", "n.txt", "text/plain", len(text))
+    channel = FilesChannel({"d1": text.encode()})
+    config = MediaConfig(document_max_chars=100)
+    media = await fetch_media(channel, message(notes), MediaContext(tmp_path, 700, config))
+    (read,) = media.texts
+    assert read.startswith("[document: n.txt, saved to inbox/n.txt]\nword word")
+    assert read.endswith("the whole text could not be saved (the workspace is full)]")
+    assert not (tmp_path / "inbox" / "n.txt.txt").exists()
