@@ -1,7 +1,8 @@
 """Speech to text through an OpenAI-compatible ``POST {base_url}/audio/transcriptions``.
 
 The upload is the file as the user sent it (a Telegram voice message is OGG/Opus, which
-Whisper-compatible servers take), in a ``multipart/form-data`` body with ``file`` and ``model``;
+Whisper-compatible servers take; converted to WAV only for a server that refuses it, see
+:mod:`agent_core.audio`), in a ``multipart/form-data`` body with ``file`` and ``model``;
 the answer asked for is ``response_format=json``, ``{"text": "..."}``. Like the chat providers it
 makes one HTTP call and never retries, and only :class:`~agent_core.errors.ProviderError`
 subclasses come out, with the API key redacted.
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import PurePath
 
 import structlog
 
+from agent_core.audio import WAV_MIME, AudioUnreadable, can_transcode, to_wav
 from agent_core.errors import ProviderError, ProviderUnavailable, RateLimited
 from agent_core.providers._transport import (
     decode_text,
@@ -26,6 +29,8 @@ from agent_core.providers._transport import (
 log = structlog.get_logger(__name__)
 
 DEFAULT_MODEL = "whisper-1"
+REFUSED_FORMAT = frozenset({400, 415})
+"""Statuses with which servers refuse an audio format (OpenAI: 400 "Invalid file format")."""
 _MAX_ERROR_TEXT = 300
 
 
@@ -52,7 +57,23 @@ class Transcriber:
         return f"Transcriber(name={self.name!r}, url={self.url!r}, model={self.model!r})"
 
     async def transcribe(self, audio: bytes, *, filename: str, mime: str) -> str:
-        """The text spoken in ``audio``. Raises :class:`ProviderError` subclasses."""
+        """The text spoken in ``audio``, uploaded as it is; when the server refuses it (HTTP
+        400 or 415) and ffmpeg is installed, once more as WAV. Raises :class:`ProviderError`
+        subclasses (the server's refusal when the audio can't be converted)."""
+        try:
+            return await self._upload(audio, filename=filename, mime=mime)
+        except ProviderError as exc:
+            if exc.status_code not in REFUSED_FORMAT or mime == WAV_MIME or not can_transcode():
+                raise
+            log.info("transcription.transcoding", provider=self.name, mime=mime, error=str(exc))
+            try:
+                wav = await to_wav(audio)
+            except AudioUnreadable as unreadable:
+                log.warning("transcription.transcode_failed", error=str(unreadable))
+                raise exc from unreadable
+        return await self._upload(wav, filename=f"{PurePath(filename).stem}.wav", mime=WAV_MIME)
+
+    async def _upload(self, audio: bytes, *, filename: str, mime: str) -> str:
         import aiohttp
 
         form = aiohttp.FormData()

@@ -11,6 +11,7 @@ import pytest
 
 from agent_core import user_workspace
 from bot.app import Loopgate
+from tests.audio_support import needs_ffmpeg, opus_ogg
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, delay, error, text
 from tests.fakes.telegram_server import FakeTelegram
@@ -146,3 +147,24 @@ async def test_a_voice_message_streams_and_may_be_answered_with_no_reply(
     second = llm.chat_requests[1].json["messages"][-1]["content"]
     assert second.startswith("[voice message, 0:01] heard ")
     assert [m.text for m in tg.messages.values() if not m.deleted] == ["Sure, at nine."]
+
+
+@needs_ffmpeg
+async def test_a_server_that_refuses_ogg_gets_the_voice_message_as_wav(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    llm.audio_formats = frozenset({"audio/wav", "audio/mpeg"})
+    llm.script_transcripts("converted and heard")
+    voice = opus_ogg(1.0)
+    async with Loopgate(config(tmp_path, llm, tg)):
+        update = tg.private_message(None, voice=tg.voice(voice, duration=1))
+        name = f"voice_{update['message']['message_id']}.ogg"
+        tg.push(update)
+        await tg.wait_for(lambda: len(tg.texts()) == 1)
+
+    assert [u.content_type for u in llm.audio_uploads] == ["audio/ogg", "audio/wav"]
+    assert last_user_content(llm).startswith("[voice message, 0:01] converted and heard\n")
+    assert tg.texts() == [
+        f"echo: [voice message, 0:01] converted and heard\n[the audio is saved to inbox/{name}]"
+    ]
+    assert inbox_file(tmp_path, name).read_bytes() == voice  # the original is what is kept

@@ -121,6 +121,8 @@ class FakeLLM(FakeServer):
         self.audio_uploads: list[AudioUpload] = []
         """Every ``/audio/transcriptions`` request's file and model, in order."""
         self._transcripts: deque[str | ErrorReply] = deque()
+        self.audio_formats: frozenset[str] | None = None
+        """When set, uploads of another content type are refused as OpenAI does (400)."""
 
     # public API
 
@@ -235,6 +237,8 @@ class FakeLLM(FakeServer):
         upload = replace(upload, model=fields["model"])
         self.audio_uploads.append(upload)
         self.changed()
+        if self.audio_formats is not None and upload.content_type not in self.audio_formats:
+            return _error_response(400, "Invalid file format. Supported formats: wav")
         item = self._transcripts.popleft() if self._transcripts else None
         if isinstance(item, ErrorReply):
             if item.delay:

@@ -6,6 +6,7 @@ import pytest
 
 from agent_core.errors import ProviderError, ProviderTimeout, ProviderUnavailable, RateLimited
 from agent_core.providers import Transcriber
+from tests.audio_support import needs_ffmpeg, opus_ogg
 from tests.fakes.llm_server import FakeLLM, delay, error
 
 
@@ -71,3 +72,37 @@ async def test_a_server_that_is_not_there_is_unavailable() -> None:
         await Transcriber("http://127.0.0.1:9/v1").transcribe(
             b"x", filename="a.ogg", mime="audio/ogg"
         )
+
+
+@needs_ffmpeg
+async def test_a_refused_format_is_converted_to_wav_and_sent_again(llm: FakeLLM) -> None:
+    llm.audio_formats = frozenset({"audio/wav"})
+    llm.script_transcripts("hello after conversion")
+    voice = opus_ogg(1.0)
+
+    said = await Transcriber(llm.base_url).transcribe(voice, filename="v.ogg", mime="audio/ogg")
+
+    assert said == "hello after conversion"
+    refused, converted = llm.audio_uploads
+    assert (refused.content_type, refused.data) == ("audio/ogg", voice)
+    assert (converted.filename, converted.content_type) == ("v.wav", "audio/wav")
+    assert converted.data.startswith(b"RIFF") and converted.data[8:12] == b"WAVE"
+
+
+async def test_without_ffmpeg_the_refusal_stands(
+    llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    llm.audio_formats = frozenset({"audio/wav"})
+    with pytest.raises(ProviderError) as caught:
+        await Transcriber(llm.base_url).transcribe(b"OggS", filename="v.ogg", mime="audio/ogg")
+    assert caught.value.status_code == 400
+    assert len(llm.audio_uploads) == 1
+
+
+@needs_ffmpeg
+async def test_audio_ffmpeg_cannot_read_keeps_the_refusal(llm: FakeLLM) -> None:
+    llm.audio_formats = frozenset({"audio/wav"})
+    with pytest.raises(ProviderError, match="Invalid file format"):
+        await Transcriber(llm.base_url).transcribe(b"junk", filename="v.ogg", mime="audio/ogg")
+    assert len(llm.audio_uploads) == 1
