@@ -1,6 +1,13 @@
 """Platform adapters. Knows platforms, nothing of LLMs."""
 
-from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
+from channels.errors import (
+    BadRequest,
+    ChannelError,
+    FileTooLarge,
+    Forbidden,
+    NotAccepted,
+    RetryAfter,
+)
 from channels.protocol import (
     Channel,
     FileFetcher,
@@ -20,7 +27,10 @@ from channels.protocol import (
     WebhookReceiver,
 )
 from channels.types import (
+    IMAGE_MIMES,
+    MEDIA_GROUP,
     Attachment,
+    AttachmentKind,
     Capabilities,
     ChatRef,
     ChatType,
@@ -28,10 +38,14 @@ from channels.types import (
     InboundMessage,
     MessageRef,
     Sender,
+    attachment_kind,
 )
 
 __all__ = [
+    "IMAGE_MIMES",
+    "MEDIA_GROUP",
     "Attachment",
+    "AttachmentKind",
     "BadRequest",
     "Capabilities",
     "Channel",
@@ -42,6 +56,7 @@ __all__ = [
     "FileHost",
     "FileRefused",
     "FileSending",
+    "FileTooLarge",
     "Forbidden",
     "Formatting",
     "InboundHandler",
@@ -60,4 +75,5 @@ __all__ = [
     "StateStore",
     "StreamUnsupported",
     "WebhookReceiver",
+    "attachment_kind",
 ]

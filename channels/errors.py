@@ -4,6 +4,7 @@ ChannelError
 ├── RetryAfter        the platform asked us to slow down (429); carries the delay
 ├── Forbidden         the bot may not act there (kicked, blocked, missing scope)
 ├── BadRequest        the platform refused the request as malformed (never retried)
+├── FileTooLarge      a file to download is over the size the caller takes
 ├── NotAccepted       the bot could not take an inbound message now: don't acknowledge it
 └── StreamUnsupported the platform refused its native stream (channels.protocol)
 """
@@ -27,6 +28,15 @@ class Forbidden(ChannelError):
 
 class BadRequest(ChannelError):
     pass
+
+
+class FileTooLarge(ChannelError):
+    """A download stopped (or never started) because the file is over ``max_bytes``."""
+
+    def __init__(self, size: int, max_bytes: int) -> None:
+        super().__init__(f"the file has at least {size} bytes, over {max_bytes}")
+        self.size = size
+        self.max_bytes = max_bytes
 
 
 class NotAccepted(ChannelError):

@@ -102,8 +102,9 @@ class SentLookup(Protocol):
 class FileFetcher(Protocol):
     """An adapter that can download the attachments of the messages it normalized."""
 
-    async def fetch_file(self, attachment: Attachment) -> bytes:
-        """The file's bytes. Raises :class:`~channels.errors.ChannelError` when the platform
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
+        """The file's bytes. Raises :class:`~channels.errors.FileTooLarge` past ``max_bytes``
+        (without reading the rest), :class:`~channels.errors.ChannelError` when the platform
         can't give them (unknown or expired file id, too large for its API)."""
         ...
 

@@ -57,20 +57,46 @@ class Capabilities:
     edits: bool = False
 
 
+AttachmentKind = Literal["image", "audio", "document"]
+"""What the bot makes of a file: a picture, something to transcribe, something to read."""
+
+
+MEDIA_GROUP = "media_group_id"
+"""``InboundMessage.metadata`` key shared by the messages of one album (Telegram sends each
+picture of an album as its own message): the bot answers them as one turn."""
+
+IMAGE_MIMES = frozenset({"image/jpeg", "image/png", "image/webp", "image/gif"})
+"""Pictures a model takes (re-encoded as JPEG or PNG on the way)."""
+
+
+def attachment_kind(mime: str) -> AttachmentKind:
+    """How a file is treated, from its MIME type: a picture sent as a file is still a picture."""
+    mime = mime.split(";", 1)[0].strip().lower()
+    if mime in IMAGE_MIMES:
+        return "image"
+    if mime.startswith("audio/"):
+        return "audio"
+    return "document"
+
+
 @dataclass(frozen=True, slots=True)
 class Attachment:
     """A file sent with a message, as the platform describes it: nothing is downloaded yet.
 
     ``file_id`` is what the adapter needs to fetch it later (``channels.protocol.FileFetcher``),
     so a stored message can be fetched again after a restart. ``size`` is the size the
-    platform states (0 when it states none).
+    platform states (0 when it states none); ``duration`` the seconds of a voice message or
+    an audio file, when the platform states them.
     """
 
-    kind: Literal["image"]
+    kind: AttachmentKind
     file_id: str
     name: str
     mime: str
     size: int = 0
+    duration: int | None = None
+    voice: bool = False
+    """A voice message recorded in the chat, as opposed to an audio file sent."""
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_core.providers._offline import OfflineProvider
 from agent_core.providers._openai_compat import OpenAICompatProvider
+from agent_core.providers._transcription import Transcriber
 from agent_core.providers.base import (
     Delta,
     DeltaHandler,
@@ -30,6 +31,7 @@ __all__ = [
     "OpenAICompatProvider",
     "Provider",
     "ToolSpec",
+    "Transcriber",
 ]
 
 

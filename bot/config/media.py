@@ -1,10 +1,22 @@
-"""``media``: attachments users send (photos today), their limits and replies."""
+"""``media``: attachments users send (photos, voice and audio, documents), limits and replies."""
 
 from __future__ import annotations
 
 from pydantic import ByteSize, Field
 
 from bot.config.base import StrictModel
+
+
+class TranscriptionConfig(StrictModel):
+    """Where voice messages and audio files are turned into text: an OpenAI-compatible
+    ``POST {base_url}/audio/transcriptions``."""
+
+    provider: str | None = None
+    """A name under ``providers`` whose ``base_url`` and ``api_key`` are used; default: the
+    default provider (``providers.default``)."""
+    model: str = "whisper-1"
+    timeout: float = Field(120.0, gt=0)
+    """Seconds to wait for the transcription (read timeout)."""
 
 
 class MediaConfig(StrictModel):
@@ -16,3 +28,7 @@ class MediaConfig(StrictModel):
     skipped_reply: str = "Skipped: {items}."
     """The service's own reply naming what it could not pass on (``{items}``); the text of
     the message is still answered. Empty: no reply."""
+    document_max_chars: int = Field(8000, ge=100)
+    """Characters of a document's text put in the prompt; a longer text is saved whole in
+    the workspace (``inbox/<name>.txt``) and the model gets its start and the path."""
+    transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)

@@ -211,6 +211,12 @@ class Config(StrictModel):
         problems = self.channels.semantic_problems()
         problems += cluster_problems(self.redis.url, self.database.url)
         providers = self.providers.all()
+        transcribing = self.media.transcription.provider
+        if transcribing is not None and transcribing not in providers:
+            problems.append(
+                f"media.transcription.provider: unknown provider {transcribing!r} "
+                f"(defined: {', '.join(sorted(providers))})"
+            )
         # agents.default and channels.<name>.agent may also name agents stored in the database
         # (``loopgate agents set``), unknown here: start-up logs ``agent.unknown`` for those.
         for i, agent in enumerate(self.agents.list):

@@ -12,6 +12,11 @@ on its way to the scheduler:
   a run of the same sender is going it is cancelled through the run registry (as the sender's
   ``/stop`` would, without the "Stopped." reply); once it has ended, the interrupted message is
   answered together with the new ones (unless its answer had gone out already).
+- **Albums.** The messages of one album (``channels.MEDIA_GROUP``: Telegram sends each
+  picture of a media group as its own message, within a moment) wait :data:`ALBUM_WAIT` after
+  the last part, whatever ``bot.debounce_ms``, and are one turn: every part's attachments and
+  the caption go to the model in one run. Each part was stored in the inbox when it came; the
+  merged turn ends them all. A message that comes while an album waits joins it.
 - **Groups.** A burst is one sender's messages: several people talk in a group, and a turn runs
   with its sender's name, workspace and right to stop it, so no merge mixes senders. The queue
   modes act on what waits in the queue, which in a group happens only when all
@@ -42,12 +47,20 @@ from bot.pipeline.job import Job, ended_ok
 from bot.pipeline.run_registry import RunRegistry
 from bot.pipeline.scheduler import Scheduler
 from bot.storage.inbox import InboxState, SqlInbox
-from channels import ChatType
+from channels import MEDIA_GROUP, ChatType
 
 log = structlog.get_logger(__name__)
 
+ALBUM_WAIT = 1.0
+"""Seconds an album waits after its last part: Telegram delivers the parts of one media group
+together, in one batch of updates or webhooks a few milliseconds apart."""
+
 BurstKey = tuple[str, str]
 """Whose burst: the session key, and the sender in a group ("" in a direct chat)."""
+
+
+def _album(job: Job) -> bool:
+    return MEDIA_GROUP in job.message.metadata
 
 
 def burst_key(job: Job) -> BurstKey:
@@ -119,7 +132,8 @@ class Bursts:
     def starts_at_once(self, job: Job) -> bool:
         """Whether ``job`` would start as soon as it is submitted (its inbox entry is then
         stored as ``running`` at once)."""
-        if self.debounce or burst_key(job) in self._interrupted:
+        key = burst_key(job)
+        if self._wait(job) or key in self._windows or key in self._interrupted:
             return False
         if self.mode == "interrupt" and self._running(job) is not None:
             return False
@@ -127,18 +141,25 @@ class Bursts:
 
     def submit(self, job: Job) -> None:
         """Take a stored message's job: now (no debounce), or when its burst is complete."""
-        if not self.debounce:
+        key = burst_key(job)
+        window = self._windows.get(key)
+        if window is None and not self._wait(job):
             self._route(job)
             return
-        key = burst_key(job)
-        timer = asyncio.get_running_loop().call_later(self.debounce, self._window_passed, key)
-        window = self._windows.get(key)
+        jobs = [job] if window is None else [*window.jobs, job]
+        # Each new message restarts the wait (an album's, while any part of one is in it).
+        wait = max(self._wait(j) for j in jobs)
+        timer = asyncio.get_running_loop().call_later(wait, self._window_passed, key)
         if window is None:
-            self._windows[key] = _Window([job], timer)
+            self._windows[key] = _Window(jobs, timer)
         else:
-            window.timer.cancel()  # each new message restarts the wait
-            window.jobs.append(job)
+            window.timer.cancel()
+            window.jobs = jobs
             window.timer = timer
+
+    def _wait(self, job: Job) -> float:
+        """How long ``job`` waits for more of its burst."""
+        return max(self.debounce, ALBUM_WAIT) if _album(job) else self.debounce
 
     def drop_held(
         self, session_key: str, predicate: Callable[[Job], bool], reason: str

@@ -36,6 +36,7 @@ from bot.pipeline.commands import HELP_TEXT, Command, parse_command
 from bot.pipeline.dedupe import DedupeStore, first_delivery
 from bot.pipeline.delivery import send_with_retry
 from bot.pipeline.job import CRON_JOB, Job
+from bot.pipeline.media import build_transcriber
 from bot.pipeline.ports import WorkClaims
 from bot.pipeline.reactions import StatusReactions
 from bot.pipeline.run_registry import RunRegistry
@@ -47,7 +48,7 @@ from bot.pipeline.streaming import StreamOptions, streaming_options
 from bot.pipeline.turn import TurnRunner
 from bot.storage.inbox import InboxEntry, SqlInbox
 from bot.telemetry.metrics import Metrics
-from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
+from channels import MEDIA_GROUP, Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
 
@@ -111,6 +112,7 @@ class Gateway:
             cron_history_turns=config.cron.history_turns,
             media=config.media,
             metrics=metrics or Metrics(),
+            transcriber=build_transcriber(config),
         )
         self.bursts = Bursts(config.bot, registry, self.turns, inbox=inbox)
         self.stop = StopService(config, registry, self.bursts)
@@ -348,7 +350,10 @@ class Gateway:
             saved_at=entry.updated_at.timestamp() if entry.answer is not None else None,
             replayed=replayed,
         )
-        self.scheduler.submit(job)
+        if MEDIA_GROUP in entry.message.metadata and entry.answer is None:
+            self.bursts.submit(job)  # an album's parts are one turn again
+        else:
+            self.scheduler.submit(job)
         return job
 
     def busy_sessions(self) -> set[str]:

@@ -27,12 +27,13 @@ from agent_core import (
     finish_despite_cancel,
     user_workspace,
 )
+from agent_core.providers import Transcriber
 from bot.agents.router import AgentRouter, UnknownAgent
 from bot.config import BotConfig, MediaConfig
 from bot.pipeline.delivery import deliver, send_with_retry
 from bot.pipeline.job import CRON_AT, CRON_JOB, CRON_SCHEDULE, Job, ended_ok
 from bot.pipeline.leftovers import remove_previews, sent_lookup
-from bot.pipeline.media import FetchedMedia, fetch_media
+from bot.pipeline.media import FetchedMedia, MediaContext, fetch_media
 from bot.pipeline.outcomes import dropped_outcome, turn_outcome
 from bot.pipeline.reactions import ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
@@ -74,6 +75,8 @@ class TurnRunner:
     media: MediaConfig = field(default_factory=MediaConfig)
     metrics: Metrics = field(default_factory=Metrics)
     """Where each turn's outcome is counted (``GET /metrics``)."""
+    transcriber: Transcriber | None = None
+    """Where voice messages and audio files become text (``media.transcription``)."""
 
     async def run(self, job: Job) -> None:
         """The scheduler's step: ``job``'s turn, in the channel it came from."""
@@ -322,13 +325,13 @@ class TurnRunner:
         channel = self.channels.get(msg.chat.channel)
         if channel is None:
             return FetchedMedia()
-        media = await fetch_media(
-            channel,
-            msg,
+        context = MediaContext(
             workspace=user_workspace(settings.workspace, user_id),
             quota=settings.workspace_max_bytes,
             config=self.media,
+            transcriber=self.transcriber,
         )
+        media = await fetch_media(channel, msg, context)
         if media.skipped and self.media.skipped_reply:
             items = ", ".join(str(s) for s in media.skipped)
             try:

@@ -71,11 +71,35 @@ def message_to_json(msg: InboundMessage) -> dict[str, Any]:
         "received_at": msg.received_at.isoformat(),
         "metadata": dict(msg.metadata),
         # Only what fetches the file again (a replay downloads anew), never its bytes.
-        "attachments": [
-            {"kind": a.kind, "file_id": a.file_id, "name": a.name, "mime": a.mime, "size": a.size}
-            for a in msg.attachments
-        ],
+        "attachments": [attachment_to_json(a) for a in msg.attachments],
     }
+
+
+def attachment_to_json(a: Attachment) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "kind": a.kind,
+        "file_id": a.file_id,
+        "name": a.name,
+        "mime": a.mime,
+        "size": a.size,
+    }
+    if a.duration is not None:
+        data["duration"] = a.duration
+    if a.voice:
+        data["voice"] = True
+    return data
+
+
+def attachment_from_json(a: dict[str, Any]) -> Attachment:
+    return Attachment(
+        kind=a["kind"],
+        file_id=a["file_id"],
+        name=a["name"],
+        mime=a["mime"],
+        size=a["size"],
+        duration=a.get("duration"),
+        voice=bool(a.get("voice", False)),
+    )
 
 
 def message_from_json(data: dict[str, Any]) -> InboundMessage:
@@ -97,12 +121,7 @@ def message_from_json(data: dict[str, Any]) -> InboundMessage:
         reply_to_text=data.get("reply_to_text"),
         received_at=datetime.fromisoformat(data["received_at"]),
         metadata=dict(data.get("metadata") or {}),
-        attachments=tuple(
-            Attachment(
-                kind=a["kind"], file_id=a["file_id"], name=a["name"], mime=a["mime"], size=a["size"]
-            )
-            for a in data.get("attachments") or ()
-        ),
+        attachments=tuple(attachment_from_json(a) for a in data.get("attachments") or ()),
     )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Coroutine
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from slack_sdk.errors import SlackApiError
@@ -32,6 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import Response
 
+from channels.downloads import download
 from channels.errors import BadRequest, ChannelError, Forbidden
 from channels.protocol import InboundHandler, PaceStore, PlatformStream, SeenStore, SentFile
 from channels.slack._errors import (
@@ -41,7 +43,7 @@ from channels.slack._errors import (
 )
 from channels.slack._files import upload_file
 from channels.slack._inbound import InboundNormalizer
-from channels.slack._normalize import slack_emoji_name
+from channels.slack._normalize import slack_emoji_name, slack_file_host
 from channels.slack._pacing import PostPacer
 from channels.slack._ports import StreamTarget
 from channels.slack._posting import CLOCK_MARGIN, MessagePoster, SafeServerErrorRetryHandler
@@ -51,7 +53,7 @@ from channels.slack._settings import SlackSettings
 from channels.slack._socket import FailFastSocketModeClient
 from channels.slack._status import ThreadStatus
 from channels.slack._streaming import SlackStream, error_code, refusal_scope
-from channels.types import Capabilities, ChatRef, ChatType, MessageRef
+from channels.types import Attachment, Capabilities, ChatRef, ChatType, MessageRef
 
 log = structlog.get_logger(__name__)
 
@@ -374,6 +376,20 @@ class SlackChannel:
         except ChannelError as exc:
             if "no_reaction" not in str(exc):
                 raise
+
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
+        # ``file_id`` is the file's ``url_private_download``: it stays valid for the bot, so a
+        # replayed message is fetched again the same way.
+        url = attachment.file_id
+        if not slack_file_host(url, self.settings.api_base_url):
+            # The bot token goes only to Slack (or the API base configured in its place).
+            raise ChannelError(f"not a Slack file URL: {urlsplit(url).netloc or url[:40]!r}")
+        return await download(
+            url,
+            headers={"Authorization": f"Bearer {self.settings.bot_token}"},
+            max_bytes=max_bytes,
+            html_is_error=True,
+        )
 
     async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
         """Workspace admins and owners count as admins of every channel (cached 5 minutes)."""

@@ -31,6 +31,7 @@ from channels.slack._normalize import (
     EDIT_SUBTYPES,
     USER_SUBTYPES,
     chat_type_of,
+    file_attachments,
     is_from_bot,
     mentions,
     message_text,
@@ -153,6 +154,7 @@ class InboundNormalizer:
                 "channel_type": str(event.get("channel_type") or ""),
                 "team": str(body.get("team_id") or event.get("team") or ""),
             },
+            attachments=file_attachments(event),
         )
 
     def asker(self, channel_id: str, *timestamps: str | None) -> tuple[str, str]:

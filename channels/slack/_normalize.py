@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
-from channels.types import ChatType
+from channels.types import Attachment, ChatType, attachment_kind
 
 # ``message`` subtypes that are a person saying something; every other subtype (joins, topic
 # changes, bot_message...) is not addressed to the agent.
@@ -49,16 +50,65 @@ def strip_mention(text: str, user_id: str) -> str:
     return re.sub(r"[ \t]{2,}", " ", cleaned).strip()
 
 
+def file_attachments(event: dict[str, Any]) -> tuple[Attachment, ...]:
+    """The files shared in a message that the bot can download (``url_private_download``,
+    fetched later with the bot token); the rest get :func:`file_notes`."""
+    found = []
+    for f in _files(event):
+        url = _download_url(f)
+        if url is None:
+            continue
+        mime = str(f.get("mimetype") or "application/octet-stream")
+        duration_ms = f.get("duration_ms")
+        found.append(
+            Attachment(
+                kind=attachment_kind(mime),
+                file_id=url,
+                name=str(f.get("name") or f.get("title") or f.get("id") or "file"),
+                mime=mime,
+                size=int(f.get("size") or 0),
+                duration=round(duration_ms / 1000) if isinstance(duration_ms, int) else None,
+                # A clip recorded in Slack, as opposed to an audio file uploaded.
+                voice=f.get("subtype") == "slack_audio",
+            )
+        )
+    return tuple(found)
+
+
 def file_notes(event: dict[str, Any]) -> list[str]:
-    """A clear note per attached file: the agent can't open Slack files (yet)."""
+    """A clear note per file that can't be downloaded (an external link, a deleted file)."""
     notes = []
-    for f in event.get("files") or []:
-        if not isinstance(f, dict):
+    for f in _files(event):
+        if _download_url(f) is not None:
             continue
         name = f.get("name") or f.get("title") or "a file"
         kind = f.get("mimetype") or f.get("filetype") or "unknown type"
         notes.append(f"[The user attached a file that can't be read here: {name} ({kind})]")
     return notes
+
+
+def slack_file_host(url: str, api_base_url: str) -> bool:
+    """Whether ``url`` is served by Slack (``files.slack.com``...) or by the host of the
+    configured API base (a proxy, a test server): the only places the bot token may go."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme == "https" and (host == "slack.com" or host.endswith(".slack.com")):
+        return True
+    base = urlsplit(api_base_url)
+    return bool(host) and (parts.scheme, parts.netloc) == (base.scheme, base.netloc)
+
+
+def _files(event: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in event.get("files") or [] if isinstance(f, dict)]
+
+
+def _download_url(f: dict[str, Any]) -> str | None:
+    # Hosted files only: an external one (Google Drive...) is a link Slack does not serve, a
+    # tombstone a deleted file.
+    if f.get("mode") in ("external", "tombstone") or f.get("is_external"):
+        return None
+    url = f.get("url_private_download") or f.get("url_private")
+    return str(url) if url else None
 
 
 def message_text(event: dict[str, Any], bot_user_id: str) -> str:

@@ -27,7 +27,9 @@ import itertools
 import json
 import secrets
 import time
+from collections import OrderedDict
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -36,7 +38,7 @@ from starlette.responses import JSONResponse, Response
 from telegram import Bot, BotCommand, ReactionTypeEmoji, Update
 from telegram.constants import ParseMode
 
-from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted
+from channels.errors import BadRequest, ChannelError, FileTooLarge, Forbidden, NotAccepted
 from channels.intake import Intake, already_seen, remember_seen
 from channels.protocol import (
     InboundHandler,
@@ -60,13 +62,22 @@ from channels.telegram._options import TelegramOptions
 from channels.telegram._polling import Poller
 from channels.telegram._ratelimit import SendPacer
 from channels.telegram._sending import TelegramSender
-from channels.types import Attachment, Capabilities, ChatRef, ChatType, MessageRef
+from channels.types import (
+    MEDIA_GROUP,
+    Attachment,
+    Capabilities,
+    ChatRef,
+    ChatType,
+    InboundMessage,
+    MessageRef,
+)
 
 log = structlog.get_logger(__name__)
 
 WEBHOOK_PATH = "/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 ADMIN_CACHE_SECONDS = 60.0
+_ALBUMS_REMEMBERED = 256
 COMMANDS = (
     ("stop", "Stop the answer in progress"),
     ("stopall", "Stop everything in this chat and drop queued messages"),
@@ -123,6 +134,8 @@ class TelegramChannel:
         )
         self.files = TelegramFiles(self.sender)
         self._admins: dict[str, tuple[float, frozenset[str]]] = {}
+        self._addressed_albums: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """Recent (chat, media_group_id) whose caption addressed the bot in a group."""
         self._initialized = False
         self.drafts = options.drafts
         """Whether private chats stream as drafts; turned off when Telegram refuses them."""
@@ -267,7 +280,7 @@ class TelegramChannel:
                     "inbound.skipped", channel=self.name, reason=result.reason, chat=result.chat_id
                 )
                 return
-            await handler(result)
+            await handler(self._album_addressing(result))
         except (NotAccepted, asyncio.CancelledError):
             # Not recorded as seen: the redelivery counts. Cancelled: whether the bot stored it
             # is unknown; if it did, the message's own dedupe key catches the redelivery.
@@ -373,12 +386,33 @@ class TelegramChannel:
         with translate_telegram_errors():
             await self.bot.set_message_reaction(chat_id, int(message.message_id), [])
 
-    async def fetch_file(self, attachment: Attachment) -> bytes:
+    def _album_addressing(self, msg: InboundMessage) -> InboundMessage:
+        """In a group only the part of an album that carries the caption can mention the bot:
+        the album's other parts (Telegram sends the captioned one first) are addressed with it,
+        so the album reaches the agent whole."""
+        group = msg.metadata.get(MEDIA_GROUP)
+        if group is None or msg.chat.chat_type is ChatType.DIRECT:
+            return msg
+        key = (msg.chat.chat_id, group)
+        if msg.addressed:
+            self._addressed_albums[key] = None
+            while len(self._addressed_albums) > _ALBUMS_REMEMBERED:
+                self._addressed_albums.popitem(last=False)
+            return msg
+        return replace(msg, addressed=True) if key in self._addressed_albums else msg
+
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
         # getFile, then GET {api_base_url}/file/bot{token}/{file_path}; a file id stays valid
         # for the bot, so a replayed message is fetched again the same way.
         with translate_telegram_errors():
             file = await self.bot.get_file(attachment.file_id)
-            return bytes(await file.download_as_bytearray())
+        if max_bytes is not None and (file.file_size or 0) > max_bytes:
+            raise FileTooLarge(file.file_size or 0, max_bytes)
+        with translate_telegram_errors():
+            data = bytes(await file.download_as_bytearray())
+        if max_bytes is not None and len(data) > max_bytes:
+            raise FileTooLarge(len(data), max_bytes)
+        return data
 
     async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
         if chat.chat_type is ChatType.DIRECT:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from telegram import (
     Chat,
@@ -27,7 +28,15 @@ from telegram import (
     User,
 )
 
-from channels.types import Attachment, ChatRef, ChatType, InboundMessage, Sender
+from channels.types import (
+    MEDIA_GROUP,
+    Attachment,
+    ChatRef,
+    ChatType,
+    InboundMessage,
+    Sender,
+    attachment_kind,
+)
 
 REPLY_CONTEXT_CHARS = 500
 _PURE_COMMAND = re.compile(r"^/[A-Za-z0-9_]+(?:@\S+)?\s*$")
@@ -125,26 +134,72 @@ def normalize_update(
             "bot_username": me.username,
             "update_id": str(update.update_id),
             "chat_title": chat.title or "",
+            **({MEDIA_GROUP: message.media_group_id} if message.media_group_id else {}),
         },
         attachments=attachments,
     )
 
 
 def _attachments(message: Message) -> tuple[Attachment, ...]:
-    """The files the bot fetches for the agent: a photo, in its largest size (Telegram lists
-    the sizes smallest first, and always re-encodes photos as JPEG)."""
-    if not message.photo:
-        return ()
-    largest = message.photo[-1]
-    return (
-        Attachment(
-            kind="image",
-            file_id=largest.file_id,
-            name=f"photo_{message.message_id}.jpg",
-            mime="image/jpeg",
-            size=largest.file_size or 0,
-        ),
-    )
+    """The files the bot fetches for the agent: a photo in its largest size (Telegram lists the
+    sizes smallest first, and always re-encodes photos as JPEG), a document (a picture sent as
+    a file is a picture), a voice message, an audio file."""
+    found: list[Attachment] = []
+    mid = message.message_id
+    if message.photo:
+        largest = message.photo[-1]
+        found.append(
+            Attachment(
+                kind="image",
+                file_id=largest.file_id,
+                name=f"photo_{mid}.jpg",
+                mime="image/jpeg",
+                size=largest.file_size or 0,
+            )
+        )
+    document = message.document
+    if document is not None and message.animation is None:  # a GIF keeps its note
+        mime = document.mime_type or "application/octet-stream"
+        found.append(
+            Attachment(
+                kind=attachment_kind(mime),
+                file_id=document.file_id,
+                name=document.file_name or f"document_{mid}",
+                mime=mime,
+                size=document.file_size or 0,
+            )
+        )
+    if message.voice is not None:
+        voice = message.voice
+        found.append(
+            Attachment(
+                kind="audio",
+                file_id=voice.file_id,
+                name=f"voice_{mid}.ogg",
+                mime=voice.mime_type or "audio/ogg",
+                size=voice.file_size or 0,
+                duration=_seconds(voice.duration),
+                voice=True,
+            )
+        )
+    if message.audio is not None:
+        audio = message.audio
+        found.append(
+            Attachment(
+                kind="audio",
+                file_id=audio.file_id,
+                name=audio.file_name or f"audio_{mid}.mp3",
+                mime=audio.mime_type or "audio/mpeg",
+                size=audio.file_size or 0,
+                duration=_seconds(audio.duration),
+            )
+        )
+    return tuple(found)
+
+
+def _seconds(duration: int | timedelta) -> int:
+    # python-telegram-bot gives a timedelta or an int, by its ``PTB_TIMEDELTA`` setting.
+    return int(duration.total_seconds()) if isinstance(duration, timedelta) else int(duration)
 
 
 def entities_to_markdown(
@@ -281,7 +336,7 @@ def _reply_context(message: Message, me: BotIdentity, limit: int) -> tuple[str, 
     if message.quote is not None and message.quote.text:
         quoted = message.quote.text  # the user selected part of the message to reply to
     else:
-        notes = " ".join(_attachment_notes(reply)) or ("[photo]" if reply.photo else "")
+        notes = " ".join(_attachment_notes(reply)) or _media_label(reply)
         quoted = reply.text or reply.caption or notes
     quoted = " ".join(quoted.split())
     if len(quoted) > limit:
@@ -296,20 +351,26 @@ def _reply_context(message: Message, me: BotIdentity, limit: int) -> tuple[str, 
     return name, quoted
 
 
+def _media_label(message: Message) -> str:
+    """What a replied-to message without text carried, in a word."""
+    if message.photo:
+        return "[photo]"
+    if message.voice is not None:
+        return "[voice message]"
+    if message.audio is not None:
+        return "[audio file]"
+    if message.document is not None:
+        return f"[file: {message.document.file_name or 'unnamed'}]"
+    return ""
+
+
 def _attachment_notes(message: Message) -> list[str]:
     """A note per attachment: the model can't see it, but it must know it was there."""
     kinds: list[str] = []
     if message.animation is not None:  # Telegram also sets ``document`` for a GIF
         kinds.append("a GIF")
-    elif message.document is not None:
-        name = message.document.file_name
-        kinds.append(f"a file ({name})" if name else "a file")
     if message.video is not None:
         kinds.append("a video")
-    if message.voice is not None:
-        kinds.append("a voice message")
-    if message.audio is not None:
-        kinds.append("an audio file")
     if message.video_note is not None:
         kinds.append("a video message")
     if message.sticker is not None:

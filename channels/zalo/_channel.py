@@ -26,15 +26,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from channels.downloads import download
 from channels.errors import ChannelError, NotAccepted, RetryAfter
 from channels.intake import Intake, already_seen, remember_seen
 from channels.protocol import InboundHandler, PollGate, SeenStore, SentFile
-from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
+from channels.types import (
+    Attachment,
+    Capabilities,
+    ChatRef,
+    ChatType,
+    InboundMessage,
+    MessageRef,
+    Sender,
+)
 from channels.zalo._client import ZaloBotClient
 from channels.zalo._errors import (
     ZaloNetworkError,
@@ -362,6 +372,7 @@ class ZaloChannel:
             addressed=addressed,
             received_at=received,
             metadata=metadata,
+            attachments=photo_attachments(update.event_name, msg, message_id),
         )
 
     def _names(self) -> list[str]:
@@ -434,6 +445,11 @@ class ZaloChannel:
     async def remove_reaction(self, message: MessageRef, emoji: str) -> None:
         """See :meth:`add_reaction`."""
 
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
+        # ``file_id`` is the photo's URL on Zalo's CDN: a plain GET, without the bot token
+        # (it belongs in the Bot API's path, nowhere else).
+        return await download(attachment.file_id, max_bytes=max_bytes)
+
     async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
         # The Bot API has no chat-member lookup: only configured admins count.
         return False
@@ -444,9 +460,10 @@ def content_text(event_name: str, msg: ZaloMessage) -> str:
     if event_name == ZaloEvent.TEXT:
         return msg.text or ""
     if event_name == ZaloEvent.IMAGE:
-        where = f": {msg.photo}" if msg.photo else ""
-        note = f"[The user sent an image{where}. You can't see images here.]"
-        caption = msg.caption or msg.text
+        caption = msg.caption or msg.text  # some clients put the caption in ``text``
+        if msg.photo:  # the photo itself is an attachment (photo_attachments)
+            return caption or ""
+        note = "[The user sent an image. You can't see images here.]"
         return f"{note}\n{caption}" if caption else note
     if event_name == ZaloEvent.STICKER:
         where = f" ({msg.url})" if msg.url else ""
@@ -460,6 +477,17 @@ def content_text(event_name: str, msg: ZaloMessage) -> str:
         )
     kind = event_name.removeprefix("message.").removesuffix(".received") or event_name
     return f"[The user sent a kind of message this bot can't read ({kind}).]"
+
+
+def photo_attachments(event_name: str, msg: ZaloMessage, message_id: str) -> tuple[Attachment, ...]:
+    """The photo of an image message, fetched from the URL Zalo gives (``photo`` or
+    ``photo_url``); Zalo states no size, so the download itself is cut off at the limit."""
+    if event_name != ZaloEvent.IMAGE or not msg.photo:
+        return ()
+    if urlsplit(msg.photo).scheme not in ("http", "https"):
+        return ()
+    name = f"photo_{re.sub(r'[^A-Za-z0-9_-]', '_', message_id)[:40]}.jpg"
+    return (Attachment(kind="image", file_id=msg.photo, name=name, mime="image/jpeg"),)
 
 
 def _synthetic_id(update: ZaloUpdate) -> str:

@@ -182,10 +182,13 @@ class TestConversation:
         assert [p.text for p in slack.posts] == ["echo: real one"]
         assert len(llm.chat_requests) == 1
 
-    async def test_file_share_becomes_a_clear_note(
+    async def test_a_file_slack_does_not_serve_becomes_a_clear_note(
         self, bot: Bot, slack: FakeSlack, llm: FakeLLM
     ) -> None:
-        files = [{"id": "F1", "name": "report.pdf", "mimetype": "application/pdf"}]
+        # An external file (a Google Drive link); hosted files are fetched (test_slack_files.py).
+        files = [
+            {"id": "F1", "name": "report.pdf", "mimetype": "application/pdf", "mode": "external"}
+        ]
         await bot.event(
             message_event("see attached", channel="D1", subtype="file_share", files=files)
         )

@@ -78,16 +78,14 @@ class TestPolling:
     async def test_media_without_caption_becomes_a_note(
         self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram
     ) -> None:
-        # Voice is not fetched yet (photos are: test_telegram_media.py): it stays a note.
+        # A video is not fetched (photos, files and voice are: test_telegram_media.py): it
+        # stays a note.
+        video = {"file_id": "v", "file_unique_id": "v", "duration": 3, "width": 2, "height": 2}
         async with Loopgate(tg_config(tmp_path, llm, tg)):
-            tg.push(
-                tg.private_message(
-                    None, voice={"file_id": "v", "file_unique_id": "v", "duration": 3}
-                )
-            )
+            tg.push(tg.private_message(None, video=video))
             await tg.wait_for(lambda: len(tg.sent) == 1)
         (first,) = user_messages(llm)
-        assert first.startswith("[The user sent a voice message;")
+        assert first.startswith("[The user sent a video;")
 
 
 class TestWebhook:

@@ -7,7 +7,6 @@ the fake Zalo server received. Waits are on conditions, never fixed sleeps.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from bot.http.server import create_app
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM, delay, error, text
 from tests.fakes.zalo_server import DEFAULT_TOKEN, FakeZalo, event, image_event, text_event
+from tests.image_support import jpeg
 from tests.waiting import wait_until
 
 TOKEN = DEFAULT_TOKEN  # the fixture's fake server (tests/zalo_support.py)
@@ -162,23 +162,24 @@ class TestPolling:
 
 
 class TestNormalization:
-    async def test_image_and_unsupported_become_notes(
+    async def test_unsupported_content_becomes_notes(
         self, tmp_path: Path, llm: FakeLLM, zalo: FakeZalo
     ) -> None:
+        # A photo is fetched and shown to the model (test_zalo_photos.py); one whose link
+        # can't be used stays a note.
         # Each note its own turn: with the default queue_mode (collect), those arriving during
         # the first answer would be one turn.
         config = zalo_config(tmp_path, llm, zalo, bot={"queue_mode": "followup"})
         async with Loopgate(config):
             zalo.push(
-                image_event("https://photo.zalo/abc.jpg", caption="what is this?", chat_id="u1"),
+                image_event("", caption="what is this?", chat_id="u1"),
                 event("message.unsupported.received", chat_id="u1"),
                 event("message.sticker.received", chat_id="u1", sticker="s1", url="https://st/1"),
                 event("message.location.received", chat_id="u1"),
             )
             await zalo.wait_for(lambda: len(zalo.messages) == 4)
             image, unsupported, sticker, unknown = user_texts(llm)
-            assert "image" in image and "https://photo.zalo/abc.jpg" in image
-            assert image.endswith("what is this?")
+            assert image == ("[The user sent an image. You can't see images here.]\nwhat is this?")
             assert "does not share with bots" in unsupported
             assert "sticker" in sticker
             assert "location" in unknown
@@ -418,10 +419,13 @@ class TestWebhook:
         self, hooked: tuple[Loopgate, httpx.ASGITransport], llm: FakeLLM, zalo: FakeZalo
     ) -> None:
         _, transport = hooked
-        payload = image_event("https://photo.zalo/p.jpg", chat_id="u1")
+        payload = image_event(zalo.add_photo(jpeg(30, 20)), caption="and?", chat_id="u1")
         await zalo.post_webhook(HOOK, payload, secret=SECRET, transport=transport)
         await zalo.wait_for(lambda: zalo.messages)
-        assert re.search(r"image: https://photo\.zalo/p\.jpg", user_texts(llm)[0])
+        assert [p["type"] for p in llm.last_request.json["messages"][-1]["content"]] == [
+            "text",
+            "image_url",
+        ]
 
     async def test_polling_mode_has_no_webhook_route(
         self, polling: Loopgate, zalo: FakeZalo

@@ -54,6 +54,7 @@ from tests.fakes.llm_script import (
 from tests.fakes.server import FakeServer
 
 __all__ = [
+    "AudioUpload",
     "ErrorReply",
     "FakeCall",
     "FakeLLM",
@@ -90,6 +91,16 @@ class RecordedRequest:
         return []
 
 
+@dataclass(frozen=True)
+class AudioUpload:
+    """The audio a ``/audio/transcriptions`` request uploaded."""
+
+    filename: str
+    content_type: str
+    data: bytes
+    model: str
+
+
 # -- the server ----------------------------------------------------------------------------
 
 
@@ -107,6 +118,11 @@ class FakeLLM(FakeServer):
         self._queue: deque[ScriptItem] = deque()
         self._routes: list[tuple[str, deque[ScriptItem]]] = []
         self._call_counter = 0
+        self.audio_uploads: list[AudioUpload] = []
+        """Every ``/audio/transcriptions`` request's file and model, in order."""
+        self._transcripts: deque[str | ErrorReply] = deque()
+        self.audio_formats: frozenset[str] | None = None
+        """When set, uploads of another content type are refused as OpenAI does (400)."""
 
     # public API
 
@@ -123,6 +139,12 @@ class FakeLLM(FakeServer):
                 queue.extend(items)
                 return
         self._routes.append((marker, deque(items)))
+
+    def script_transcripts(self, *items: str | ErrorReply) -> None:
+        """Queue the next transcriptions (a text, or ``error(...)`` / ``delay(...)``), one per
+        ``/audio/transcriptions`` request; unscripted, the answer is ``heard <n> bytes of
+        <filename>``."""
+        self._transcripts.extend(items)
 
     @property
     def remaining(self) -> int:
@@ -152,6 +174,7 @@ class FakeLLM(FakeServer):
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/audio/transcriptions", self._transcription, methods=["POST"]),
             ]
         )
 
@@ -188,6 +211,42 @@ class FakeLLM(FakeServer):
         return JSONResponse(
             {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]}
         )
+
+    async def _transcription(self, request: Request) -> Response:
+        # The OpenAI audio API: multipart/form-data with ``file`` and ``model``.
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        fields: dict[str, str] = {}
+        upload: AudioUpload | None = None
+        async with request.form() as form:
+            for key, value in form.multi_items():
+                if isinstance(value, str):
+                    fields[key] = value
+                elif key == "file":
+                    upload = AudioUpload(
+                        value.filename or "", value.content_type or "", await value.read(), ""
+                    )
+        recorded = RecordedRequest(request.method, request.url.path, headers, fields)
+        self.requests.append(recorded)
+        denied = self._unauthorized(recorded)
+        if denied is not None:
+            self.changed()
+            return denied
+        if upload is None or "model" not in fields:
+            self.changed()
+            return _error_response(400, "file and model are required")
+        upload = replace(upload, model=fields["model"])
+        self.audio_uploads.append(upload)
+        self.changed()
+        if self.audio_formats is not None and upload.content_type not in self.audio_formats:
+            return _error_response(400, "Invalid file format. Supported formats: wav")
+        item = self._transcripts.popleft() if self._transcripts else None
+        if isinstance(item, ErrorReply):
+            if item.delay:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), timeout=item.delay)
+            return _error_response(item.status, item.message, item.retry_after)
+        said = item if item is not None else f"heard {len(upload.data)} bytes of {upload.filename}"
+        return JSONResponse({"text": said})
 
     async def _chat(self, request: Request) -> Response:
         recorded = await self._record(request)

@@ -174,6 +174,10 @@ class FakeSlack(FakeServer):
     """Seconds a method takes before Slack carries it out (a slow or busy Slack), by method."""
     files: list[SharedFile] = field(default_factory=list)
     """Files shared in a conversation (``files_upload_v2``'s three steps), in order."""
+    hosted_files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    """Path under ``/files-pri/`` → (bytes, mimetype): what ``url_private_download`` serves."""
+    file_downloads: list[tuple[str, str]] = field(default_factory=list)
+    """(path, the token the request carried) of every file request, in order."""
 
     def __post_init__(self) -> None:
         FakeServer.__init__(self)
@@ -629,6 +633,42 @@ class FakeSlack(FakeServer):
         info = {"id": user, "name": user.lower(), "is_admin": False, "is_owner": False}
         return {"user": {**info, **self.users.get(user, {})}}
 
+    # -- files ---------------------------------------------------------------------------------
+
+    def add_file(
+        self, data: bytes, name: str, mimetype: str, *, size: int | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """A file object as a ``message`` event's ``files`` carries it, serving ``data`` at its
+        ``url_private_download`` (``size`` states another size than the real one)."""
+        file_id = f"F{len(self.hosted_files) + 1:04d}"
+        path = f"{self.team_id}-{file_id}/download/{name}"
+        self.hosted_files[path] = (data, mimetype)
+        origin = self.base_url.removesuffix("/api/")
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(data) if size is None else size,
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": f"{origin}/files-pri/{self.team_id}-{file_id}/{name}",
+            "url_private_download": f"{origin}/files-pri/{path}",
+            **extra,
+        }
+
+    async def _file(self, request: Request) -> Response:
+        path = request.path_params["path"]
+        token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        self.file_downloads.append((path, token))
+        self.changed()
+        if token != self.bot_token or path not in self.hosted_files:
+            # What Slack does: its sign-in page, with a 200.
+            return Response("<html><body>Sign in to Slack</body></html>", media_type="text/html")
+        data, mimetype = self.hosted_files[path]
+        return Response(data, media_type=mimetype)
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     def app(self) -> Starlette:
@@ -636,6 +676,7 @@ class FakeSlack(FakeServer):
             routes=[
                 Route("/api/{method}", self._api, methods=["GET", "POST"]),
                 Route("/upload/v1/{file_id}", self._upload, methods=["POST"]),
+                Route("/files-pri/{path:path}", self._file, methods=["GET"]),
                 WebSocketRoute("/socket-mode", self._socket_endpoint),
             ]
         )

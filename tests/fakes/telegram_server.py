@@ -298,6 +298,44 @@ class FakeTelegram(FakeServer):
             },
         ]
 
+    def voice(self, data: bytes, *, duration: int = 14, size: int | None = None) -> dict[str, Any]:
+        """A message's ``voice`` field serving ``data`` (Telegram's voice notes are OGG/Opus)."""
+        file_id = self.add_file(data, file_path=f"voice/file_{len(self.files) + 1}.oga")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u-{file_id}",
+            "duration": duration,
+            "mime_type": "audio/ogg",
+            "file_size": len(data) if size is None else size,
+        }
+
+    def audio(
+        self, data: bytes, *, file_name: str = "song.mp3", duration: int = 185
+    ) -> dict[str, Any]:
+        """A message's ``audio`` field (a music or sound file) serving ``data``."""
+        file_id = self.add_file(data, file_path=f"music/file_{len(self.files) + 1}.mp3")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u-{file_id}",
+            "duration": duration,
+            "file_name": file_name,
+            "mime_type": "audio/mpeg",
+            "file_size": len(data),
+        }
+
+    def document(
+        self, data: bytes, file_name: str, mime_type: str, *, size: int | None = None
+    ) -> dict[str, Any]:
+        """A message's ``document`` field (any file sent as a file) serving ``data``."""
+        file_id = self.add_file(data, file_path=f"documents/file_{len(self.files) + 1}")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u-{file_id}",
+            "file_name": file_name,
+            "mime_type": mime_type,
+            "file_size": len(data) if size is None else size,
+        }
+
     # -- update builders -------------------------------------------------------------------
 
     def user(self, user_id: int = 42, first_name: str = "Alice", **extra: Any) -> dict[str, Any]:

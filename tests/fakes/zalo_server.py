@@ -120,6 +120,10 @@ class FakeZalo(FakeServer):
         self.photos: list[SentPhoto] = []  # sendPhoto calls whose loopback URL was fetched
         self._updates: deque[dict[str, Any]] = deque()
         self._failures: dict[str, deque[Failure]] = defaultdict(deque)
+        self.hosted_photos: dict[str, bytes] = {}
+        """Name → bytes: what the photo URLs of :meth:`add_photo` serve (Zalo's CDN)."""
+        self.photo_downloads: list[tuple[str, dict[str, str]]] = []
+        """(name, request headers) of every photo request, in order."""
 
     # -- scripting -------------------------------------------------------------------------
 
@@ -159,8 +163,27 @@ class FakeZalo(FakeServer):
 
     # -- server ----------------------------------------------------------------------------
 
+    def add_photo(self, data: bytes, name: str | None = None) -> str:
+        """Serve ``data`` as a photo; returns its URL, for an image event's ``photo``."""
+        name = name or f"p{len(self.hosted_photos) + 1}.jpg"
+        self.hosted_photos[name] = data
+        return f"{self.base_url}/photos/{name}"
+
+    async def _photo(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        self.photo_downloads.append((name, {k.lower(): v for k, v in request.headers.items()}))
+        self.changed()
+        if name not in self.hosted_photos:
+            return Response("not found", status_code=404)
+        return Response(self.hosted_photos[name], media_type="image/jpeg")
+
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/bot{token}/{method}", self._call, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/bot{token}/{method}", self._call, methods=["POST"]),
+                Route("/photos/{name}", self._photo, methods=["GET"]),
+            ]
+        )
 
     # -- handlers --------------------------------------------------------------------------
 

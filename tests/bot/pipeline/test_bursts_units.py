@@ -9,15 +9,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
+
 from agent_core import RunResult, RunStatus
 from bot.config import BotConfig
+from bot.pipeline import bursts as bursts_module
 from bot.pipeline.bursts import Bursts
 from bot.pipeline.job import Job
 from bot.pipeline.reactions import StatusReactions
 from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 from bot.pipeline.scheduler import Scheduler
 from bot.pipeline.session_keys import session_key
-from channels import Attachment, ChatRef, MessageRef
+from channels import MEDIA_GROUP, Attachment, ChatRef, MessageRef
 from tests.pipeline_support import DM, GROUP, RecordingChannel, message, settled
 from tests.waiting import Changes
 
@@ -182,6 +185,52 @@ class TestDebounce:
             shown = {r.message_id for r in t.channel.records if r.kind == "reaction"}
             assert shown == {"m-one", "m-two"}
             assert t.channel.reactions_left() == {}
+
+
+class TestAlbums:
+    """Telegram sends an album's pictures as separate messages sharing ``media_group_id``."""
+
+    @staticmethod
+    def part(t: Turns, text: str, group: str = "g1") -> Job:
+        job = t.job(text)
+        job.message.metadata[MEDIA_GROUP] = group
+        job.message.attachments = (Attachment("image", f"f-{text}", f"{text}.jpg", "image/jpeg"),)
+        return job
+
+    async def test_an_album_waits_and_is_one_turn_without_debounce(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(bursts_module, "ALBUM_WAIT", 0.05)
+        async with turns() as t:  # bot.debounce_ms 0: plain messages go at once
+            parts = [self.part(t, "caption"), self.part(t, ""), self.part(t, "")]
+            assert not t.bursts.starts_at_once(parts[0])
+            t.submit(*parts)
+            assert t.started == [] and t.bursts.sessions == {parts[0].session_key}
+            # A message while the album waits joins it (it would otherwise overtake it).
+            late = t.job("and this one?")
+            assert not t.bursts.starts_at_once(late)
+            t.submit(late)
+            await settled(*(job.done for job in [*parts, late]))
+            (merged,) = t.started
+            assert merged.message.text == "caption\n\nand this one?"
+            assert [a.name for a in merged.message.attachments] == [
+                "caption.jpg",
+                ".jpg",
+                ".jpg",
+            ]
+
+    async def test_two_albums_one_after_the_other_are_two_turns(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(bursts_module, "ALBUM_WAIT", 0.05)
+        async with turns() as t:
+            first = self.part(t, "first", "a")
+            t.submit(first)
+            await settled(first.done)
+            second = self.part(t, "second", "b")
+            t.submit(second)
+            await settled(second.done)
+            assert t.texts() == ["first", "second"]
 
 
 class TestDropHeld:

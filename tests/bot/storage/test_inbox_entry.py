@@ -62,6 +62,13 @@ def test_an_attachment_is_stored_as_its_file_id_only() -> None:
     ]
 
 
+def test_a_voice_message_keeps_its_duration_and_kind() -> None:
+    voice = Attachment("audio", "v1", "voice_1.ogg", "audio/ogg", 300, duration=14, voice=True)
+    data = message_to_json(message(attachments=(voice,)))
+    assert data["attachments"][0]["duration"] == 14 and data["attachments"][0]["voice"] is True
+    assert message_from_json(data).attachments == (voice,)
+
+
 def test_a_message_stored_before_attachments_existed_reads_without_any() -> None:
     data = message_to_json(message())
     del data["attachments"]

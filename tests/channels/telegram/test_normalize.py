@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from telegram import Update
 
-from channels import Attachment, ChatType, InboundMessage
+from channels import MEDIA_GROUP, Attachment, ChatType, InboundMessage
 from channels.telegram import BotIdentity, normalize_update
 from channels.telegram._normalize import Skipped
 
@@ -167,3 +167,62 @@ class TestPhotos:
         msg = normalized("nice", reply_to_message=photo)
         assert msg.text == '[Replying to Bo: "[photo]"]\nnice'
         assert msg.attachments == ()  # the replied-to photo is not fetched again
+
+
+class TestFilesAndVoice:
+    def test_a_voice_message_is_audio_with_its_duration(self) -> None:
+        voice = {"file_id": "v1", "file_unique_id": "v", "duration": 14, "file_size": 3000}
+        msg = normalized(None, voice=voice)
+        assert msg.text == ""
+        assert msg.attachments == (
+            Attachment("audio", "v1", "voice_1.ogg", "audio/ogg", 3000, duration=14, voice=True),
+        )
+
+    def test_an_audio_file_keeps_its_name(self) -> None:
+        audio = {
+            "file_id": "a1",
+            "file_unique_id": "a",
+            "duration": 185,
+            "file_name": "demo.mp3",
+            "mime_type": "audio/mpeg",
+        }
+        (attachment,) = normalized(None, audio=audio, caption="which song?").attachments
+        assert attachment == Attachment("audio", "a1", "demo.mp3", "audio/mpeg", 0, duration=185)
+
+    @pytest.mark.parametrize(
+        ("mime", "kind"),
+        [("application/pdf", "document"), ("image/png", "image"), ("audio/mpeg", "audio")],
+    )
+    def test_a_document_is_treated_by_its_mime_type(self, mime: str, kind: str) -> None:
+        document = {
+            "file_id": "d1",
+            "file_unique_id": "d",
+            "file_name": "x",
+            "mime_type": mime,
+            "file_size": 10,
+        }
+        msg = normalized(None, document=document, caption="see")
+        assert msg.text == "see"
+        assert msg.attachments == (Attachment(kind, "d1", "x", mime, 10),)
+
+    def test_a_gif_stays_a_note(self) -> None:
+        gif = {"file_id": "g", "file_unique_id": "g", "width": 1, "height": 1, "duration": 1}
+        msg = normalized(None, animation=gif, document={"file_id": "g", "file_unique_id": "g"})
+        assert msg.attachments == ()
+        assert msg.text.startswith("[The user sent a GIF;")
+
+    def test_a_reply_to_a_voice_message_names_it(self) -> None:
+        voice = {
+            "message_id": 5,
+            "date": 0,
+            "chat": {"id": 42, "type": "private"},
+            "from": {"id": 7, "is_bot": False, "first_name": "Bo"},
+            "voice": {"file_id": "v", "file_unique_id": "v", "duration": 3},
+        }
+        msg = normalized("ok", reply_to_message=voice)
+        assert msg.text == '[Replying to Bo: "[voice message]"]\nok'
+
+    def test_an_album_part_carries_its_media_group(self) -> None:
+        msg = normalized(None, photo=SIZES, media_group_id="13579")
+        assert msg.metadata[MEDIA_GROUP] == "13579"
+        assert MEDIA_GROUP not in normalized(None, photo=SIZES).metadata

@@ -13,9 +13,15 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from channels import ChatRef, ChatType, MessageRef
+from channels import Attachment, ChatRef, ChatType, MessageRef
 from channels.zalo import ZaloBotClient, ZaloChannel, ZaloSettings
-from channels.zalo._channel import CAPABILITIES, MAX_WEBHOOK_BODY, SECRET_HEADER, content_text
+from channels.zalo._channel import (
+    CAPABILITIES,
+    MAX_WEBHOOK_BODY,
+    SECRET_HEADER,
+    content_text,
+    photo_attachments,
+)
 from channels.zalo._types import ZaloEvent, ZaloMessage, ZaloUser
 from tests.fakes.zalo_server import FakeZalo, image_event, text_event
 from tests.inbound_support import ZALO_SECRET, Handler, MemorySeen, running_zalo, webhook_client
@@ -70,15 +76,23 @@ class TestContentText:
         assert content_text(ZaloEvent.TEXT, message(text="xin chào")) == "xin chào"
         assert content_text(ZaloEvent.TEXT, message()) == ""
 
-    def test_an_image_is_a_note_with_its_link_and_caption(self) -> None:
-        note = content_text(ZaloEvent.IMAGE, message(photo="https://x/p.jpg", caption="look"))
-        assert note == (
-            "[The user sent an image: https://x/p.jpg. You can't see images here.]\nlook"
+    def test_an_image_is_its_caption_and_its_photo_an_attachment(self) -> None:
+        photo = message(photo="https://x/p.jpg", caption="look")
+        assert content_text(ZaloEvent.IMAGE, photo) == "look"
+        assert photo_attachments(ZaloEvent.IMAGE, photo, "m1") == (
+            Attachment("image", "https://x/p.jpg", "photo_m1.jpg", "image/jpeg"),
         )
+        # Without a caption the text (some clients put it there) is the caption.
+        assert content_text(ZaloEvent.IMAGE, message(photo="https://x/p", text="t")) == "t"
+
+    def test_an_image_without_a_usable_link_stays_a_note(self) -> None:
         bare = content_text(ZaloEvent.IMAGE, message())
         assert bare == "[The user sent an image. You can't see images here.]"
-        # Without a caption the text (some clients put it there) is the caption.
         assert content_text(ZaloEvent.IMAGE, message(text="as text")).endswith("\nas text")
+        assert photo_attachments(ZaloEvent.IMAGE, message(), "m1") == ()
+        odd = message(photo="file:///etc/passwd")
+        assert photo_attachments(ZaloEvent.IMAGE, odd, "m1") == ()
+        assert photo_attachments(ZaloEvent.TEXT, message(photo="https://x/p"), "m1") == ()
 
     def test_stickers_voice_and_unsupported_content_are_notes(self) -> None:
         assert content_text(ZaloEvent.STICKER, message(url="https://s/1")) == (
@@ -160,14 +174,18 @@ class TestWhatAMessageBecomes:
             assert (await deliver(ch, http, group("no mention needed"))).status_code == 200
         assert [m.addressed for m in handler.taken] == [True]
 
-    async def test_an_image_becomes_a_note(self, zalo: FakeZalo) -> None:
+    async def test_an_image_becomes_its_caption_and_a_photo_to_fetch(self, zalo: FakeZalo) -> None:
         handler = Handler()
         async with webhook_channel(zalo, handler) as (channel, http):
-            payload = image_event("https://x/p.jpg", caption="our cat", chat_id="u1")
+            url = zalo.add_photo(b"jpeg bytes")
+            payload = image_event(url, caption="our cat", chat_id="u1")
             assert (await deliver(channel, http, payload)).status_code == 200
-        assert handler.texts() == [
-            "[The user sent an image: https://x/p.jpg. You can't see images here.]\nour cat"
-        ]
+            (taken,) = handler.taken
+            (photo,) = taken.attachments
+            fetched = await channel.fetch_file(photo)
+        assert handler.texts() == ["our cat"]
+        assert (photo.kind, photo.file_id) == ("image", url)
+        assert fetched == b"jpeg bytes"
 
     async def test_bots_and_events_without_a_message_are_ignored(self, zalo: FakeZalo) -> None:
         handler = Handler()
