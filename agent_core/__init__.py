@@ -18,6 +18,8 @@ from agent_core.bootstrap import (
     truncate_for_prompt,
 )
 from agent_core.errors import AgentError
+from agent_core.exec_approval import Approver, Verdict, exec_hooks
+from agent_core.exec_profile import Approval, ExecProfile
 from agent_core.events import Event, EventBus, EventType, Subscriber
 from agent_core.hooks import PreToolUseHook
 from agent_core.images import ImageUnreadable, prepare_image
@@ -64,6 +66,9 @@ __all__ = [
     "STANDARD_FILES",
     "USER_MD",
     "AgentError",
+    "Approval",
+    "Approver",
+    "ExecProfile",
     "AgentSettings",
     "AgentType",
     "CompactionSettings",
@@ -103,6 +108,7 @@ __all__ = [
     "Trace",
     "TraceStore",
     "Usage",
+    "Verdict",
     "WorkspaceFull",
     "Workspaces",
     "add_self_evolution_tools",
@@ -122,4 +128,5 @@ __all__ = [
     "time_zone",
     "truncate_for_prompt",
     "user_workspace",
+    "exec_hooks",
 ]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import structlog
@@ -32,7 +32,9 @@ from agent_core import (
     FILE_TOOLS,
     SKILL_TOOLS,
     AgentSettings,
+    Approver,
     EventBus,
+    ExecProfile,
     Loop,
     MemoryIndex,
     PreToolUseHook,
@@ -41,7 +43,9 @@ from agent_core import (
     Tool,
     ToolRegistry,
     TraceStore,
+    Verdict,
     add_self_evolution_tools,
+    exec_hooks,
     memory_tools,
 )
 from agent_core.mcp import McpManager, add_mcp_tools
@@ -54,7 +58,8 @@ from agent_core.orchestration import (
     resolve_profile,
 )
 from agent_core.providers import OfflineProvider, OpenAICompatProvider, Provider
-from agent_core.tools import CronJobs, CronPolicy, cron_tool
+from agent_core.tools import EXEC, CronJobs, CronPolicy, ToolContext, cron_tool, exec_tool
+from bot.agents.exec_setup import ExecRuntime
 from bot.agents.settings import agent_settings
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
 from bot.errors import BotError
@@ -127,6 +132,20 @@ def build_provider(name: str, config: ProviderConfig) -> Provider:
     return OpenAICompatProvider(config.base_url, config.api_key, name=name, timeout=config.timeout)
 
 
+class _LateApprover:
+    """The router's approver at the time of the call: the chats that answer approvals exist
+    only after the router (the gateway is built on it)."""
+
+    def __init__(self, router: AgentRouter) -> None:
+        self._router = router
+
+    async def ask(self, ctx: ToolContext, command: str, profile: ExecProfile) -> Verdict | None:
+        approver = self._router.exec_approver
+        if approver is None:
+            return None
+        return await approver.ask(ctx, command, profile)
+
+
 @dataclass(frozen=True, slots=True)
 class _Cached:
     loop: Loop
@@ -154,6 +173,7 @@ class AgentRouter:
         mcp: McpManager | None = None,
         locks: SharedLocks | None = None,
         cron: CronJobs | None = None,
+        exec_runtime: ExecRuntime | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
@@ -163,7 +183,9 @@ class AgentRouter:
         ``team_tasks``. The orchestration tools are offered once :attr:`orchestrator` is set.
         ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``).
         ``locks``: the compaction and seeding locks shared with other processes (bot/cluster).
-        ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool."""
+        ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool.
+        ``exec_runtime``: the probed sandbox of ``tools.exec`` (``exec`` is offered when it is
+        available); its approvals go through :attr:`exec_approver`, set once the chats exist."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -189,6 +211,8 @@ class AgentRouter:
         self.mcp = mcp
         self.locks = locks
         self.cron = cron
+        self.exec_runtime = exec_runtime
+        self.exec_approver: Approver | None = None
         self.orchestrator: Orchestrator | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
@@ -368,7 +392,16 @@ class AgentRouter:
         # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
         # one is refused with this reason; deferred (MCP) tools are dropped too.
         definition = self._definition(agent_id, stored)
-        for name in (definition and definition.disabled_tools) or ():
+        disabled = (definition and definition.disabled_tools) or ()
+        hooks = self.hooks
+        runtime = self.exec_runtime
+        if runtime is not None and runtime.available and EXEC not in disabled:
+            profile = runtime.profile(settings.owner_ids, self._admins())
+            tools.register(exec_tool(runtime.sandbox, runtime.credentials))
+            settings = replace(settings, exec=profile)
+            approver = _LateApprover(self)
+            hooks = [*hooks, *exec_hooks(profile, runtime.config.deny_patterns, approver)]
+        for name in disabled:
             tools.deferred.pop(name, None)
             tools.hide(name, f"disabled for this agent (agents.{agent_id}.disabled_tools)")
         fallback = self.provider(settings.fallback_provider) if settings.fallback_provider else None
@@ -382,9 +415,17 @@ class AgentRouter:
             self.traces,
             self.events,
             fallback=fallback,
-            hooks=self.hooks,
+            hooks=hooks,
             locks=self.locks,
         )
+
+    def _admins(self) -> list[str]:
+        """``bot.admins`` and every ``channels.<name>.admins`` (as ``channel:id``)."""
+        admins = list(self.config.bot.admins)
+        for name in ("telegram", "slack", "zalo"):
+            for admin in getattr(self.config.channels, name).admins:
+                admins.append(admin if ":" in admin else f"{name}:{admin}")
+        return admins
 
     def add_orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:
         """The mode's tools; the others are hidden (a call to one is refused with the reason)."""

@@ -45,7 +45,7 @@ from bot.config.cron import HeartbeatConfig as HeartbeatConfig
 from bot.config.errors import ConfigFileError as ConfigFileError
 from bot.config.evolution import EvolutionConfig
 from bot.config.media import MediaConfig as MediaConfig
-from bot.config.tools import McpConfig, SkillsConfig
+from bot.config.tools import McpConfig, SkillsConfig, ToolsConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -202,6 +202,7 @@ class Config(StrictModel):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""
