@@ -18,9 +18,9 @@ from agent_core.bootstrap import (
     truncate_for_prompt,
 )
 from agent_core.errors import AgentError
+from agent_core.events import Event, EventBus, EventType, Subscriber
 from agent_core.exec_approval import Approver, Verdict, exec_hooks
 from agent_core.exec_profile import Approval, ExecProfile
-from agent_core.events import Event, EventBus, EventType, Subscriber
 from agent_core.hooks import PreToolUseHook
 from agent_core.images import ImageUnreadable, prepare_image
 from agent_core.locks import SharedLocks
@@ -66,16 +66,16 @@ __all__ = [
     "STANDARD_FILES",
     "USER_MD",
     "AgentError",
-    "Approval",
-    "Approver",
-    "ExecProfile",
     "AgentSettings",
     "AgentType",
+    "Approval",
+    "Approver",
     "CompactionSettings",
     "ContextFile",
     "Event",
     "EventBus",
     "EventType",
+    "ExecProfile",
     "FileStamp",
     "ImagePart",
     "ImageUnreadable",
@@ -113,6 +113,7 @@ __all__ = [
     "Workspaces",
     "add_self_evolution_tools",
     "cancel_and_wait",
+    "exec_hooks",
     "find_skills",
     "finish_despite_cancel",
     "is_no_reply",
@@ -128,5 +129,4 @@ __all__ = [
     "time_zone",
     "truncate_for_prompt",
     "user_workspace",
-    "exec_hooks",
 ]

@@ -88,8 +88,7 @@ def exec_hooks(
             return Block("an owner or admin refused to run it (/deny)")
         if verdict is Verdict.TIMED_OUT:
             return Block(
-                f"no owner or admin answered within {profile.approval_timeout:g} s; "
-                "it was not run"
+                f"no owner or admin answered within {profile.approval_timeout:g} s; it was not run"
             )
         return Block("commands need an owner's approval, and this run has no chat to ask in")
 

@@ -44,7 +44,7 @@ class ExecProfile:
         """The mode of one run: the configured one, else off only in an owner's direct chat."""
         if self.approval is not None:
             return self.approval
-        if request is not None and request.chat_type == "direct":
-            if self.is_trusted(request.user_id):
-                return Approval.OFF
+        direct = request is not None and request.chat_type == "direct"
+        if direct and request is not None and self.is_trusted(request.user_id):
+            return Approval.OFF
         return Approval.ASK

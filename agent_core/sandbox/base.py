@@ -96,10 +96,10 @@ class Sandbox(Protocol):
         workspace: Path,
         env: Mapping[str, str],
         *,
-        timeout: float,
+        wall_time: float,
         keep: int,
     ) -> ExecResult:
         """Run ``sh -c command`` with ``workspace`` as the working directory and exactly ``env``
-        as its environment, for at most ``timeout`` seconds; keep the first ``keep`` bytes of
+        as its environment, for at most ``wall_time`` seconds; keep the first ``keep`` bytes of
         each stream."""
         ...

@@ -90,7 +90,7 @@ class BwrapSandbox:
                 "and no writable pids cgroup was found: run Loopgate as a non-root user",
             )
         with tempfile.TemporaryDirectory(prefix="loopgate-probe-") as workspace:
-            result = await self.run("true", Path(workspace), BASE_ENV, timeout=10.0, keep=4096)
+            result = await self.run("true", Path(workspace), BASE_ENV, wall_time=10.0, keep=4096)
         if result.exit_code != 0:
             err = result.stderr.data.decode(errors="replace").strip() or "no output"
             raise SandboxUnavailable(
@@ -158,7 +158,7 @@ class BwrapSandbox:
         workspace: Path,
         env: Mapping[str, str],
         *,
-        timeout: float,
+        wall_time: float,
         keep: int,
     ) -> ExecResult:
         cgroup: PidsCgroup | None = None
@@ -175,7 +175,7 @@ class BwrapSandbox:
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs), *argv]
             # From "/": bwrap's init would otherwise carry the service's folder in its PWD.
             return await run_process(
-                argv, env=env, timeout=timeout, keep=keep, pass_fds=fds, cwd=Path("/")
+                argv, env=env, wall_time=wall_time, keep=keep, pass_fds=fds, cwd=Path("/")
             )
         finally:
             for fd in fds:

@@ -112,7 +112,7 @@ class DockerSandbox:
         workspace: Path,
         env: Mapping[str, str],
         *,
-        timeout: float,
+        wall_time: float,
         keep: int,
     ) -> ExecResult:
         name = f"loopgate-exec-{uuid.uuid4().hex[:12]}"
@@ -134,4 +134,6 @@ class DockerSandbox:
                 )
                 await asyncio.wait_for(killer.wait(), _PROBE_TIMEOUT)
 
-        return await run_process(argv, env=client_env, timeout=timeout, keep=keep, on_timeout=kill)
+        return await run_process(
+            argv, env=client_env, wall_time=wall_time, keep=keep, on_timeout=kill
+        )

@@ -42,9 +42,9 @@ class HostSandbox:
         workspace: Path,
         env: Mapping[str, str],
         *,
-        timeout: float,
+        wall_time: float,
         keep: int,
     ) -> ExecResult:
         argv = ["/usr/bin/prlimit", f"--as={self.limits.memory}", "--core=0", "--"]
         argv += ["/bin/sh", "-c", command]
-        return await run_process(argv, env=env, timeout=timeout, keep=keep, cwd=workspace)
+        return await run_process(argv, env=env, wall_time=wall_time, keep=keep, cwd=workspace)

@@ -43,13 +43,13 @@ async def run_process(
     argv: Sequence[str],
     *,
     env: Mapping[str, str],
-    timeout: float,
+    wall_time: float,
     keep: int,
     cwd: Path | None = None,
     pass_fds: Sequence[int] = (),
     on_timeout: Callable[[], Awaitable[None]] | None = None,
 ) -> ExecResult:
-    """Run ``argv`` with exactly ``env``; kill its process group after ``timeout`` seconds
+    """Run ``argv`` with exactly ``env``; kill its process group after ``wall_time`` seconds
     (then ``on_timeout`` runs too) and once it exits (background children die with it)."""
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
@@ -66,7 +66,7 @@ async def run_process(
     timed_out = False
     try:
         try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
+            await asyncio.wait_for(asyncio.shield(proc.wait()), wall_time)
         except TimeoutError:
             timed_out = True
             _kill_group(proc.pid)

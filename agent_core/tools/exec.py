@@ -128,7 +128,7 @@ def exec_tool(
             command,
             ctx.workspace,
             {**BASE_ENV, **extra},
-            timeout=timeout,
+            wall_time=timeout,
             keep=limits.max_output + scrub.longest,
         )
         log.info(
