@@ -166,7 +166,8 @@ class BwrapSandbox:
             parent = find_pids_parent()
             if parent is None:
                 raise SandboxUnavailable(BACKEND, "no writable pids cgroup (running as root)")
-            cgroup = PidsCgroup(parent, self.limits.processes + 3)  # + bwrap's own processes
+            # + 1: bwrap outside the namespaces, in the cgroup too; inside, init counts.
+            cgroup = PidsCgroup(parent, self.limits.processes + 1)
         fds = _files(_PASSWD, _GROUP)
         try:
             argv: Sequence[str] = self.argv(command, workspace, fds[0], fds[1])

@@ -396,11 +396,11 @@ class AgentRouter:
         hooks = self.hooks
         runtime = self.exec_runtime
         if runtime is not None and runtime.available and EXEC not in disabled:
-            policy = runtime.profile(settings.owner_ids, self._admins())
+            exec_policy = runtime.profile(settings.owner_ids, self._admins())
             tools.register(exec_tool(runtime.sandbox, runtime.credentials))
-            settings = replace(settings, exec=policy)
+            settings = replace(settings, exec=exec_policy)
             approver = _LateApprover(self)
-            hooks = [*hooks, *exec_hooks(policy, runtime.config.deny_patterns, approver)]
+            hooks = [*hooks, *exec_hooks(exec_policy, runtime.config.deny_patterns, approver)]
         for name in disabled:
             tools.deferred.pop(name, None)
             tools.hide(name, f"disabled for this agent (agents.{agent_id}.disabled_tools)")
