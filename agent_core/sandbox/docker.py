@@ -68,6 +68,8 @@ class DockerSandbox:
         if proc.returncode != 0:
             text = err.decode(errors="replace").strip().splitlines()
             detail = text[-1] if text else f"exit {proc.returncode}"
+            if "daemon" in detail.lower():
+                raise SandboxUnavailable(BACKEND, f"no Docker daemon reachable ({detail})")
             raise SandboxUnavailable(
                 BACKEND, f"image {self.image!r} not usable ({detail}); pull it first"
             )
