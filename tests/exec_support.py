@@ -83,3 +83,17 @@ async def run_calls(
 async def run_exec(llm: FakeLLM, tmp_path: Path, command: str, **kw: Any) -> ExecRun:
     return await run_calls(llm, tmp_path, [("exec", {"command": command})], **kw)
 
+
+def processes_with(word: str) -> list[int]:
+    """Host processes whose command line holds ``word`` (a marker no one else uses)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if word.encode() in cmdline:
+            found.append(int(entry.name))
+    return found

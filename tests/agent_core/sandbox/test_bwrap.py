@@ -12,7 +12,7 @@ import pytest
 from agent_core import RunStatus
 from agent_core.sandbox import BwrapSandbox, SandboxUnavailable
 from agent_core.tools import Credential
-from tests.exec_support import TEST_LIMITS, needs_bwrap, run_calls, run_exec
+from tests.exec_support import TEST_LIMITS, needs_bwrap, processes_with, run_calls, run_exec
 from tests.fakes.llm_server import FakeLLM
 
 pytestmark = needs_bwrap
@@ -148,7 +148,7 @@ class TestLimits:
             "        failed += 1\n"
             "print(started, failed, sum(p.isdigit() for p in os.listdir('/proc')))\n"
         )
-        run = await run_exec(llm, tmp_path, f"python3 -c \"{spawn}\"")
+        run = await run_exec(llm, tmp_path, f'python3 -c "{spawn}"')
         started, failed, alive = map(int, run.output.split("stdout:\n", 1)[1].split()[:3])
         assert failed > 0 and started + failed == 60
         assert alive <= TEST_LIMITS.processes
@@ -164,10 +164,12 @@ class TestLimits:
     ) -> None:
         marker = "987.654"  # a sleep nobody else runs
         run = await run_calls(
-            llm, tmp_path, [("exec", {"command": f"sleep {marker} & sleep {marker}", "timeout": 0.5})]
+            llm,
+            tmp_path,
+            [("exec", {"command": f"sleep {marker} & sleep {marker}", "timeout": 0.5})],
         )
         assert run.output.startswith("timed out after 0.5 s")
-        assert _processes_with(marker) == []
+        assert processes_with(marker) == []
 
 
 class TestCredentials:
@@ -196,17 +198,3 @@ async def test_a_missing_bwrap_is_unavailable_with_the_reason() -> None:
     with pytest.raises(SandboxUnavailable, match="not found"):
         await BwrapSandbox(binary="bwrap-not-installed").probe()
     assert shutil.which("bwrap") is not None
-
-
-def _processes_with(word: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if word.encode() in cmdline:
-            found.append(int(entry.name))
-    return found
