@@ -3,6 +3,7 @@ and what the model was given back."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -97,3 +98,15 @@ def processes_with(word: str) -> list[int]:
         if word.encode() in cmdline:
             found.append(int(entry.name))
     return found
+
+
+async def gone(word: str, within: float = 2.0) -> bool:
+    """No host process holds ``word`` any more, allowing the kernel a moment to finish the
+    killed ones (SIGKILL is delivered asynchronously)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while processes_with(word):
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True

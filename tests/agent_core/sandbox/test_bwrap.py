@@ -12,7 +12,7 @@ import pytest
 from agent_core import RunStatus
 from agent_core.sandbox import BwrapSandbox, SandboxUnavailable
 from agent_core.tools import Credential
-from tests.exec_support import TEST_LIMITS, needs_bwrap, processes_with, run_calls, run_exec
+from tests.exec_support import TEST_LIMITS, gone, needs_bwrap, run_calls, run_exec
 from tests.fakes.llm_server import FakeLLM
 
 pytestmark = needs_bwrap
@@ -169,7 +169,7 @@ class TestLimits:
             [("exec", {"command": f"sleep {marker} & sleep {marker}", "timeout": 0.5})],
         )
         assert run.output.startswith("timed out after 0.5 s")
-        assert processes_with(marker) == []
+        assert await gone(marker)
 
 
 class TestCredentials:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_core.sandbox.process import run_process
-from tests.exec_support import processes_with
+from tests.exec_support import gone, processes_with
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -38,7 +38,7 @@ async def test_the_deadline_kills_the_whole_group() -> None:
         keep=100,
     )
     assert result.timed_out and result.exit_code is None and result.stdout.data == b""
-    assert processes_with(marker) == []
+    assert await gone(marker)
 
 
 async def test_background_children_die_when_it_exits() -> None:
@@ -50,7 +50,7 @@ async def test_background_children_die_when_it_exits() -> None:
         keep=100,
     )
     assert result.stdout.data == b"started\n"
-    assert processes_with(marker) == []
+    assert await gone(marker)
 
 
 async def test_cancelling_kills_it(tmp_path: Path) -> None:
@@ -63,8 +63,4 @@ async def test_cancelling_kills_it(tmp_path: Path) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    for _ in range(100):  # the kernel reaps it a moment after the signal
-        if not processes_with(marker):
-            break
-        await asyncio.sleep(0.01)
-    assert processes_with(marker) == []
+    assert await gone(marker)
