@@ -80,13 +80,18 @@ class PidsCgroup:
         return self.path / "cgroup.procs"
 
     async def remove(self) -> None:
-        # The kernel frees a killed process's cgroup membership a moment after it exits.
-        for _ in range(50):
+        # The kernel frees an exited process's cgroup membership a moment later: retry, from
+        # 1 ms doubling, for about a second.
+        delay = 0.001
+        while True:
             try:
                 self.path.rmdir()
                 return
             except FileNotFoundError:
                 return
             except OSError:
-                await asyncio.sleep(0.02)
-        log.warning("exec.cgroup_left", path=str(self.path))
+                if delay > 0.6:
+                    log.warning("exec.cgroup_left", path=str(self.path))
+                    return
+                await asyncio.sleep(delay)
+                delay *= 2
