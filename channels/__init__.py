@@ -3,6 +3,7 @@
 from channels.errors import BadRequest, ChannelError, Forbidden, NotAccepted, RetryAfter
 from channels.protocol import (
     Channel,
+    ChoicePoster,
     FileFetcher,
     InboundHandler,
     MessageEditor,
@@ -34,6 +35,7 @@ __all__ = [
     "ChannelError",
     "ChatRef",
     "ChatType",
+    "ChoicePoster",
     "FileFetcher",
     "Forbidden",
     "Formatting",

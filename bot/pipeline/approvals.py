@@ -5,7 +5,9 @@ with the run's context: the command is posted to the chat the run came from, and
 waits. ``/approve`` or ``/deny`` in that chat (handled before any queue, like ``/stop``)
 answers the oldest command still waiting there; only the agent's owners and the configured
 admins (``bot.admins``, ``channels.<name>.admins``) may answer. Without an answer within
-``tools.exec.approval_timeout`` the command is not run, and the chat is told.
+``tools.exec.approval_timeout`` the command is not run, and the chat is told. On a channel
+with buttons (:class:`channels.ChoicePoster`: Slack) the request carries Approve and Deny
+buttons, whose clicks arrive as those two commands from the user who clicked.
 
 Waiting commands live in this process: in a cluster, the answer must reach the process that
 runs the turn (it does for the chats whose messages that process holds).
@@ -24,10 +26,11 @@ import structlog
 from agent_core import ExecProfile, Verdict
 from agent_core.tools import ToolContext
 from bot.pipeline.delivery import send_with_retry
-from channels import Channel, ChatRef, InboundMessage
+from channels import Channel, ChatRef, ChoicePoster, InboundMessage
 
 log = structlog.get_logger(__name__)
 
+CHOICES = (("Approve", "/approve"), ("Deny", "/deny"))
 MAX_SHOWN_CHARS = 3000  # a command longer than this can't be shown whole: not asked, refused
 _ids = itertools.count(1)
 
@@ -78,12 +81,14 @@ class ExecApprovals:
         queue = self._waiting.setdefault(_chat_key(chat), deque())
         queue.append(waiting)
         try:
-            await send_with_retry(
-                channel,
-                chat,
+            text = (
                 f"The agent asks to run this command:\n\n{command}\n\nAn owner or admin may "
-                f"answer /approve or /deny (within {_minutes(profile.approval_timeout)}).",
+                f"answer /approve or /deny (within {_minutes(profile.approval_timeout)})."
             )
+            if isinstance(channel, ChoicePoster):  # Slack: buttons that send those commands
+                await channel.send_choices(chat, text, CHOICES)
+            else:
+                await send_with_retry(channel, chat, text)
             log.info("exec.approval_asked", run_id=ctx.run_id, chat=chat.chat_id, id=waiting.id)
             try:
                 verdict = await asyncio.wait_for(

@@ -9,14 +9,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agent_core import RunResult
 from bot.app import Loopgate
+from bot.http.server import create_app
 from channels import ChatRef, ChatType
 from tests.conftest import ChatDriver, make_config
 from tests.exec_support import needs_bwrap
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
+from tests.fakes.slack_events import EventSender, block_actions, message_event
+from tests.fakes.slack_server import FakeSlack
+from tests.slack_support import Bot, slack_section
 
 pytestmark = needs_bwrap
 
@@ -118,3 +123,46 @@ class TestDefaults:
             group = ChatDriver(app, ChatRef("web", "room-5", ChatType.GROUP))
             await group.ask("run it", sender="alice")
         assert "unasked" in tool_result(llm)
+
+
+class TestSlackButtons:
+    async def test_an_owner_clicks_approve(
+        self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack
+    ) -> None:
+        llm.script(tool_calls(call("exec", {"command": "echo clicked"})), text("done"))
+        cfg = make_config(
+            tmp_path,
+            llm,
+            channels={"slack": slack_section(slack, "http")},
+            agents={
+                "defaults": {
+                    "workspace": str(tmp_path / "workspaces"),
+                    "owner_ids": ["slack:UOWNER"],
+                }
+            },
+            tools={"exec": {"enabled": True}},
+        )
+        async with Loopgate(cfg) as app:
+            http = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=create_app(app, manage_lifespan=False)),
+                base_url="http://loopgate",
+            )
+            bot = Bot(app, slack, "http", http, EventSender(http, slack.signing_secret))
+            try:
+                event = message_event("<@UBOT> run it", channel="C1", user="UALICE")
+                await bot.event(event)
+                await slack.wait_for(lambda: bool(_with_buttons(slack)))
+                (asking,) = _with_buttons(slack)
+                assert asking.args["thread_ts"] == event["ts"]
+                await bot.sender.send_interaction(
+                    block_actions("/approve", user="UOWNER", thread_ts=event["ts"])
+                )
+                await bot.settle()
+            finally:
+                await bot.close()
+        assert "clicked" in tool_result(llm)
+        assert any(t.startswith("Approved: running") for t in slack.thread_texts("C1", event["ts"]))
+
+
+def _with_buttons(slack: FakeSlack) -> list[Any]:
+    return [c for c in slack.calls_of("chat.postMessage") if c.args.get("blocks")]
