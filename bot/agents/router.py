@@ -391,16 +391,11 @@ class AgentRouter:
             tools.register(cron_tool(self.cron, policy))
         # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
         # one is refused with this reason; deferred (MCP) tools are dropped too.
-        definition = self._definition(agent_id, stored)
-        disabled = (definition and definition.disabled_tools) or ()
-        hooks = self.hooks
-        runtime = self.exec_runtime
-        if runtime is not None and runtime.available and EXEC not in disabled:
-            exec_policy = runtime.profile(settings.owner_ids, self._admins())
-            tools.register(exec_tool(runtime.sandbox, runtime.credentials))
-            settings = replace(settings, exec=exec_policy)
-            approver = _LateApprover(self)
-            hooks = [*hooks, *exec_hooks(exec_policy, runtime.config.deny_patterns, approver)]
+        disabled = self.disabled_tools(agent_id, stored)
+        hooks = list(self.hooks)
+        if EXEC not in disabled:
+            settings, exec_checks = self.add_exec_tool(settings, tools)
+            hooks += exec_checks
         for name in disabled:
             tools.deferred.pop(name, None)
             tools.hide(name, f"disabled for this agent (agents.{agent_id}.disabled_tools)")
@@ -418,6 +413,24 @@ class AgentRouter:
             hooks=hooks,
             locks=self.locks,
         )
+
+    def disabled_tools(self, agent_id: str, stored: AgentConfig | None = None) -> tuple[str, ...]:
+        """``agents.<id>.disabled_tools`` (merged with the stored definition)."""
+        definition = self._definition(agent_id, stored)
+        return tuple((definition and definition.disabled_tools) or ())
+
+    def add_exec_tool(
+        self, settings: AgentSettings, tools: ToolRegistry
+    ) -> tuple[AgentSettings, list[PreToolUseHook]]:
+        """``exec`` when its sandbox works: the settings with its profile (prompt sections 5 and
+        14) and its approval hooks; unchanged settings and no hooks otherwise."""
+        runtime = self.exec_runtime
+        if runtime is None or not runtime.available:
+            return settings, []
+        profile = runtime.profile(settings.owner_ids, self._admins())
+        tools.register(exec_tool(runtime.sandbox, runtime.credentials))
+        checks = exec_hooks(profile, runtime.config.deny_patterns, _LateApprover(self))
+        return replace(settings, exec=profile), checks
 
     def _admins(self) -> list[str]:
         """``bot.admins`` and every ``channels.<name>.admins`` (as ``channel:id``)."""

@@ -194,9 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(asyncio.run(_exec_status(config)))
         return 0
     if args.command == "prompt":
+        from bot.agents.exec_setup import prepare_exec
         from bot.cli.prompt import render_prompt
 
         agent = args.agent or config.agents.default
+        configure_logging("warning", config.logging.format)  # stderr: why exec is missing
         print(
             render_prompt(
                 config,
@@ -205,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chat_type=args.chat_type,
                 user_id=args.user,
                 mode=args.mode,
+                exec_runtime=asyncio.run(prepare_exec(config)),
             )
         )
         return 0
