@@ -20,6 +20,7 @@ PROCESSES = 64  # processes (and threads) at once inside one sandbox
 MAX_OUTPUT = 16 << 10  # bytes of stdout and of stderr given back to the model
 WORKDIR = "/workspace"  # where the workspace appears inside a sandbox
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+PRLIMIT = "/usr/bin/prlimit"  # util-linux: sets the limits of the command it starts
 
 # The only variables a sandboxed command starts with (credentials are added per command).
 BASE_ENV: Mapping[str, str] = {

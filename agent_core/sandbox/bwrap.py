@@ -29,6 +29,7 @@ from pathlib import Path
 
 from agent_core.sandbox.base import (
     BASE_ENV,
+    PRLIMIT,
     WORKDIR,
     ExecResult,
     Limits,
@@ -81,8 +82,8 @@ class BwrapSandbox:
 
     async def probe(self) -> None:
         self._bwrap()
-        if shutil.which("prlimit", path="/usr/bin:/bin") is None:
-            raise SandboxUnavailable(BACKEND, "prlimit (util-linux) not found in /usr/bin")
+        if not os.path.exists(PRLIMIT):
+            raise SandboxUnavailable(BACKEND, f"{PRLIMIT} (util-linux) not found")
         if real_root() and find_pids_parent() is None:
             raise SandboxUnavailable(
                 BACKEND,
@@ -141,7 +142,7 @@ class BwrapSandbox:
             "--chdir",
             WORKDIR,
             "--",
-            "/usr/bin/prlimit",
+            PRLIMIT,
             f"--as={self.limits.memory}",
             f"--nproc={self.limits.processes}",
             "--core=0",

@@ -7,11 +7,12 @@ the address space and the output size are limited. Start-up logs a warning every
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_core.sandbox.base import ExecResult, Limits
+from agent_core.sandbox.base import PRLIMIT, ExecResult, Limits, SandboxUnavailable
 from agent_core.sandbox.process import run_process
 
 BACKEND = "none"
@@ -34,7 +35,8 @@ class HostSandbox:
         return "the workspace folder on the host"
 
     async def probe(self) -> None:
-        return None  # /bin/sh is always there
+        if not os.path.exists(PRLIMIT):
+            raise SandboxUnavailable(BACKEND, f"{PRLIMIT} (util-linux) not found")
 
     async def run(
         self,
@@ -45,6 +47,6 @@ class HostSandbox:
         wall_time: float,
         keep: int,
     ) -> ExecResult:
-        argv = ["/usr/bin/prlimit", f"--as={self.limits.memory}", "--core=0", "--"]
+        argv = [PRLIMIT, f"--as={self.limits.memory}", "--core=0", "--"]
         argv += ["/bin/sh", "-c", command]
         return await run_process(argv, env=env, wall_time=wall_time, keep=keep, cwd=workspace)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from agent_core import RunStatus
-from agent_core.sandbox import BwrapSandbox, SandboxUnavailable
+from agent_core.sandbox import BASE_ENV, BwrapSandbox, Limits, SandboxUnavailable
+from agent_core.sandbox.process import run_process
 from agent_core.tools import Credential
 from tests.exec_support import TEST_LIMITS, gone, needs_bwrap, run_calls, run_exec
 from tests.fakes.llm_server import FakeLLM
@@ -170,6 +172,42 @@ class TestLimits:
         )
         assert run.output.startswith("timed out after 0.5 s")
         assert await gone(marker)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root to start the sandbox as another, unprivileged user",
+)
+class TestAsANonRootService:
+    """Where the service is not root, the kernel applies RLIMIT_NPROC: the same bwrap command
+    line, started as ``nobody``, holds a fork bomb without any cgroup."""
+
+    async def test_the_process_limit_holds_without_a_cgroup(self) -> None:
+        # A folder nobody may use: pytest's own are root's alone.
+        workspace = Path(tempfile.mkdtemp(prefix="loopgate-nobody-"))
+        os.chmod(workspace, 0o777)
+        sandbox = BwrapSandbox(limits=Limits(processes=12))
+        # 60 sleepers, bounded (not a real bomb): if the limit failed, nothing would run away.
+        bomb = "i=0; while [ $i -lt 60 ]; do sleep 2 & i=$((i+1)); done; echo all-started"
+        read_passwd, read_group = os.pipe(), os.pipe()
+        for fd, text in (
+            (read_passwd[1], "sandbox:x:1000:1000::/tmp:/bin/sh\n"),
+            (read_group[1], "sandbox:x:1000:\n"),
+        ):
+            os.write(fd, text.encode())
+            os.close(fd)
+        fds = (read_passwd[0], read_group[0])
+        argv = sandbox.argv(bomb, workspace, *fds)
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+        try:
+            result = await run_process(
+                nobody, env=BASE_ENV, wall_time=5, keep=4096, pass_fds=fds, cwd=Path("/")
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+            shutil.rmtree(workspace, ignore_errors=True)
+        assert b"Cannot fork" in result.stderr.data and b"all-started" not in result.stdout.data
 
 
 class TestCredentials:
