@@ -7,6 +7,7 @@ why (:meth:`Sandbox.probe`), and the ``exec`` tool is then not offered at all.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,11 @@ class SandboxUnavailable(AgentError):
         super().__init__(f"sandbox {backend!r} unavailable: {reason}")
         self.backend = backend
         self.reason = reason
+
+
+def require_prlimit(backend: str) -> None:
+    if not os.path.exists(PRLIMIT):
+        raise SandboxUnavailable(backend, f"{PRLIMIT} (util-linux) not found")
 
 
 @dataclass(frozen=True, slots=True)

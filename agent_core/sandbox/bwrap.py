@@ -34,6 +34,7 @@ from agent_core.sandbox.base import (
     ExecResult,
     Limits,
     SandboxUnavailable,
+    require_prlimit,
 )
 from agent_core.sandbox.cgroup import PidsCgroup, find_pids_parent, real_root
 from agent_core.sandbox.process import run_process
@@ -82,8 +83,7 @@ class BwrapSandbox:
 
     async def probe(self) -> None:
         self._bwrap()
-        if not os.path.exists(PRLIMIT):
-            raise SandboxUnavailable(BACKEND, f"{PRLIMIT} (util-linux) not found")
+        require_prlimit(BACKEND)
         if real_root() and find_pids_parent() is None:
             raise SandboxUnavailable(
                 BACKEND,

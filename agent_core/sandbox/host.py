@@ -7,12 +7,11 @@ the address space and the output size are limited. Start-up logs a warning every
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_core.sandbox.base import PRLIMIT, ExecResult, Limits, SandboxUnavailable
+from agent_core.sandbox.base import PRLIMIT, ExecResult, Limits, require_prlimit
 from agent_core.sandbox.process import run_process
 
 BACKEND = "none"
@@ -35,8 +34,7 @@ class HostSandbox:
         return "the workspace folder on the host"
 
     async def probe(self) -> None:
-        if not os.path.exists(PRLIMIT):
-            raise SandboxUnavailable(BACKEND, f"{PRLIMIT} (util-linux) not found")
+        require_prlimit(BACKEND)
 
     async def run(
         self,
