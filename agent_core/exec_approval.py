@@ -32,6 +32,7 @@ class Verdict(enum.StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     TIMED_OUT = "timed_out"
+    NO_ONE = "no_one"  # nobody in the chat may approve (another user's direct chat)
 
 
 class Approver(Protocol):
@@ -86,6 +87,11 @@ def exec_hooks(
             return None
         if verdict is Verdict.DENIED:
             return Block("an owner or admin refused to run it (/deny)")
+        if verdict is Verdict.NO_ONE:
+            return Block(
+                "commands need an owner's or admin's /approve, and none of them is in this chat; "
+                "it was not run"
+            )
         if verdict is Verdict.TIMED_OUT:
             return Block(
                 f"no owner or admin answered within {profile.approval_timeout:g} s; it was not run"

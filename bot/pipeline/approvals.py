@@ -26,7 +26,7 @@ import structlog
 from agent_core import ExecProfile, Verdict
 from agent_core.tools import ToolContext
 from bot.pipeline.delivery import send_with_retry
-from channels import Channel, ChatRef, ChoicePoster, InboundMessage
+from channels import Channel, ChatRef, ChatType, ChoicePoster, InboundMessage
 
 log = structlog.get_logger(__name__)
 
@@ -69,6 +69,17 @@ class ExecApprovals:
         if not isinstance(origin, InboundMessage) or origin.chat.channel not in self.channels:
             return None  # a cron run of a chat gone, a child without a chat: nobody to ask
         channel, chat = self.channels[origin.chat.channel], origin.chat
+        if chat.chat_type is ChatType.DIRECT and not profile.is_trusted(
+            f"{chat.channel}:{origin.sender.id}"
+        ):
+            # Nobody but the asker is in a direct chat: no answer could ever come.
+            await send_with_retry(
+                channel,
+                chat,
+                "The agent wanted to run a command, which needs an owner's or admin's approval; "
+                "none of them is in this chat, so it was not run.",
+            )
+            return Verdict.NO_ONE
         if len(command) > MAX_SHOWN_CHARS:
             await send_with_retry(
                 channel,

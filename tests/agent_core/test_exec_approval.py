@@ -51,6 +51,8 @@ async def test_approved_runs_denied_and_silent_do_not() -> None:
     assert denied is not None and "/deny" in denied.reason
     late = await verdict(Approval.ASK, Approver(Verdict.TIMED_OUT), exec_call("ls"))
     assert late is not None and "within 5 s" in late.reason
+    alone = await verdict(Approval.ASK, Approver(Verdict.NO_ONE), exec_call("ls"))
+    assert alone is not None and "none of them is in this chat" in alone.reason
     nowhere = await verdict(Approval.ASK, Approver(None), exec_call("ls"))
     assert nowhere is not None and "no chat" in nowhere.reason
     nobody = await verdict(Approval.ASK, None, exec_call("ls"))

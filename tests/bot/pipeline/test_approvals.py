@@ -110,6 +110,16 @@ class TestDefaults:
         assert "direct" in tool_result(llm)
         assert not any("/approve" in t for t in dm.texts())
 
+    async def test_another_user_s_direct_chat_has_no_one_to_ask(
+        self, gate: Loopgate, llm: FakeLLM, tmp_path: Path
+    ) -> None:
+        llm.script(tool_calls(call("exec", {"command": COMMAND})), text("can't"))
+        dm = ChatDriver(gate, ChatRef("web", "dm-alice", ChatType.DIRECT))
+        await dm.ask("run it", sender="alice")
+        assert "none of them is in this chat" in tool_result(llm)
+        assert not any("/approve" in t for t in dm.texts())
+        assert not list((tmp_path / "workspaces").rglob("proof.txt"))
+
     async def test_the_deny_list_refuses_before_asking(self, gate: Loopgate, llm: FakeLLM) -> None:
         llm.script(tool_calls(call("exec", {"command": "rm -rf / --no-preserve-root"})), text("x"))
         group = ChatDriver(gate, ChatRef("web", "room-4", ChatType.GROUP))
