@@ -109,10 +109,15 @@ def exec_tool(
     """The ``exec`` tool running in ``sandbox``."""
     limits = sandbox.limits
     scrub = Scrubber(credentials)
+    where = (
+        "on the host, without a sandbox"
+        if sandbox.backend == "none"
+        else f"in a sandbox ({sandbox.backend})"
+    )
     description = (
-        f"Run a shell command line with sh -c in a sandbox ({sandbox.backend}), in your "
-        f"workspace ({sandbox.workdir}). Returns the exit code, stdout and stderr. Limits: "
-        f"{limits.timeout:g} s, network {'on' if sandbox.network else 'off'}."
+        f"Run a shell command line with sh -c {where}, in your workspace ({sandbox.workdir}). "
+        f"Returns the exit code, stdout and stderr. Limits: {limits.timeout:g} s, network "
+        f"{'on' if sandbox.network else 'off'}."
     )
 
     async def handler(args: dict[str, Any], ctx: ToolContext) -> str:
