@@ -19,19 +19,27 @@ from pathlib import Path
 from agent_core.sandbox.base import ExecResult, Stream
 
 _CHUNK = 65536
-_DRAIN_GRACE = 2.0  # seconds to collect what a killed process still had in its pipes
+DRAIN_GRACE = 2.0  # seconds to collect what an exited process still had in its pipes
 
 
-async def _read(stream: asyncio.StreamReader | None, keep: int) -> Stream:
-    if stream is None:
-        return Stream(b"", 0)
-    kept = bytearray()
-    total = 0
-    while chunk := await stream.read(_CHUNK):
-        total += len(chunk)
-        if len(kept) < keep:
-            kept += chunk[: keep - len(kept)]
-    return Stream(bytes(kept), total)
+class _Capture:
+    """One stream's first ``keep`` bytes and its total, kept as it is read, so that what came
+    before a reader is given up on is still there."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.kept = bytearray()
+        self.total = 0
+
+    async def read(self, stream: asyncio.StreamReader | None) -> None:
+        while stream is not None and (chunk := await stream.read(_CHUNK)):
+            self.total += len(chunk)
+            if len(self.kept) < self.keep:
+                self.kept += chunk[: self.keep - len(self.kept)]
+
+    @property
+    def stream(self) -> Stream:
+        return Stream(bytes(self.kept), self.total)
 
 
 def _kill_group(pid: int) -> None:
@@ -48,6 +56,7 @@ async def run_process(
     cwd: Path | None = None,
     pass_fds: Sequence[int] = (),
     on_timeout: Callable[[], Awaitable[None]] | None = None,
+    drain: float = DRAIN_GRACE,
 ) -> ExecResult:
     """Run ``argv`` with exactly ``env``; kill its process group after ``wall_time`` seconds
     (then ``on_timeout`` runs too) and once it exits (background children die with it)."""
@@ -62,7 +71,8 @@ async def run_process(
         start_new_session=True,
         pass_fds=tuple(pass_fds),
     )
-    readers = asyncio.gather(_read(proc.stdout, keep), _read(proc.stderr, keep))
+    out, err = _Capture(keep), _Capture(keep)
+    readers = asyncio.gather(out.read(proc.stdout), err.read(proc.stderr))
     timed_out = False
     try:
         try:
@@ -75,11 +85,10 @@ async def run_process(
             await proc.wait()
         _kill_group(proc.pid)  # what it left running in the background
         try:
-            stdout, stderr = await asyncio.wait_for(asyncio.shield(readers), _DRAIN_GRACE)
+            await asyncio.wait_for(asyncio.shield(readers), drain)
         except TimeoutError:
-            # A grandchild outside the group still holds a pipe: give up on the rest.
+            # A grandchild outside the group still holds a pipe: keep what came, stop reading.
             readers.cancel()
-            stdout, stderr = Stream(b"", 0), Stream(b"", 0)
     except BaseException:
         # Cancelled (/stop) or failed: nothing may outlive the call.
         _kill_group(proc.pid)
@@ -90,8 +99,8 @@ async def run_process(
         raise
     return ExecResult(
         exit_code=None if timed_out else proc.returncode,
-        stdout=stdout,
-        stderr=stderr,
+        stdout=out.stream,
+        stderr=err.stream,
         timed_out=timed_out,
         duration=time.monotonic() - started,
     )

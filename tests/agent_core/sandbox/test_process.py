@@ -4,6 +4,8 @@ process left once the call returns or is cancelled."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,18 @@ async def test_cancelling_kills_it(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await gone(marker)
+
+
+async def test_output_before_an_escaped_grandchild_is_kept() -> None:
+    # setsid takes the sleeper out of the group the deadline kills: it keeps stdout open, and
+    # the reader gives up after a grace period, with what came before.
+    marker = "543.2101"
+    cmd = f"echo before; setsid sleep {marker} & echo after"
+    try:
+        result = await run_process(
+            ["/bin/sh", "-c", cmd], env=ENV, wall_time=5, keep=100, drain=0.2
+        )
+        assert result.stdout.data == b"before\nafter\n" and result.exit_code == 0
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
