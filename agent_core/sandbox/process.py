@@ -4,6 +4,10 @@ The process starts in a session of its own, so a timeout kills its whole process
 sandboxes add their own way to kill what escaped the group (bwrap: the PID namespace dies with
 its init; docker: ``docker kill``). Output past ``keep`` bytes is read and thrown away, so a
 command that writes without end neither fills the service's memory nor blocks on a full pipe.
+
+The exit is watched through the protocol's ``process_exited``, not ``Process.wait()``, which
+also waits for the pipes to close: a grandchild that left the group (``setsid``) and kept
+stdout open would otherwise hold the call until it dies.
 """
 
 from __future__ import annotations
@@ -18,28 +22,45 @@ from pathlib import Path
 
 from agent_core.sandbox.base import ExecResult, Stream
 
-_CHUNK = 65536
 DRAIN_GRACE = 2.0  # seconds to collect what an exited process still had in its pipes
 
 
 class _Capture:
-    """One stream's first ``keep`` bytes and its total, kept as it is read, so that what came
-    before a reader is given up on is still there."""
+    """One stream's first ``keep`` bytes and its total."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
         self.kept = bytearray()
         self.total = 0
 
-    async def read(self, stream: asyncio.StreamReader | None) -> None:
-        while stream is not None and (chunk := await stream.read(_CHUNK)):
-            self.total += len(chunk)
-            if len(self.kept) < self.keep:
-                self.kept += chunk[: self.keep - len(self.kept)]
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        if len(self.kept) < self.keep:
+            self.kept += data[: self.keep - len(self.kept)]
 
     @property
     def stream(self) -> Stream:
         return Stream(bytes(self.kept), self.total)
+
+
+class _Watch(asyncio.SubprocessProtocol):
+    def __init__(self, keep: int) -> None:
+        loop = asyncio.get_running_loop()
+        self.out, self.err = _Capture(keep), _Capture(keep)
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        chunk = data if isinstance(data, bytes) else data.encode()
+        (self.out if fd == 1 else self.err).add(chunk)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 def _kill_group(pid: int) -> None:
@@ -61,7 +82,9 @@ async def run_process(
     """Run ``argv`` with exactly ``env``; kill its process group after ``wall_time`` seconds
     (then ``on_timeout`` runs too) and once it exits (background children die with it)."""
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
+    loop = asyncio.get_running_loop()
+    transport, watch = await loop.subprocess_exec(
+        lambda: _Watch(keep),
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
@@ -71,36 +94,34 @@ async def run_process(
         start_new_session=True,
         pass_fds=tuple(pass_fds),
     )
-    out, err = _Capture(keep), _Capture(keep)
-    readers = asyncio.gather(out.read(proc.stdout), err.read(proc.stderr))
+    pid = transport.get_pid()
     timed_out = False
     try:
         try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), wall_time)
+            await asyncio.wait_for(asyncio.shield(watch.exited), wall_time)
         except TimeoutError:
             timed_out = True
-            _kill_group(proc.pid)
+            _kill_group(pid)
             if on_timeout is not None:
                 await on_timeout()
-            await proc.wait()
-        _kill_group(proc.pid)  # what it left running in the background
-        try:
-            await asyncio.wait_for(asyncio.shield(readers), drain)
-        except TimeoutError:
-            # A grandchild outside the group still holds a pipe: keep what came, stop reading.
-            readers.cancel()
+            await watch.exited
+        _kill_group(pid)  # what it left running in the background
+        # What is still in the pipes; a grandchild that left the group may hold them open.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(watch.closed), drain)
     except BaseException:
         # Cancelled (/stop) or failed: nothing may outlive the call.
-        _kill_group(proc.pid)
+        _kill_group(pid)
         if on_timeout is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(on_timeout())
-        readers.cancel()
         raise
+    finally:
+        transport.close()
     return ExecResult(
-        exit_code=None if timed_out else proc.returncode,
-        stdout=out.stream,
-        stderr=err.stream,
+        exit_code=None if timed_out else transport.get_returncode(),
+        stdout=watch.out.stream,
+        stderr=watch.err.stream,
         timed_out=timed_out,
         duration=time.monotonic() - started,
     )

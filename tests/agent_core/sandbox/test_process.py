@@ -81,3 +81,16 @@ async def test_output_before_an_escaped_grandchild_is_kept() -> None:
     finally:
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+async def test_an_escaped_grandchild_does_not_hold_the_deadline() -> None:
+    marker = "432.1012"
+    cmd = f"setsid sleep {marker} & sleep {marker}"
+    try:
+        result = await run_process(
+            ["/bin/sh", "-c", cmd], env=ENV, wall_time=0.3, keep=100, drain=0.2
+        )
+        assert result.timed_out and result.duration < 3
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
