@@ -3,6 +3,7 @@ errors name the key."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -65,3 +66,25 @@ def test_credentials_read_the_environment_and_are_masked_in_logs() -> None:
 )
 def test_bad_values_name_their_key(exec_keys: dict[str, Any], message: str) -> None:
     assert message in problems({"tools": {"exec": exec_keys}})
+
+
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    [
+        ("rm -rf /", True),
+        ("rm -rf / --no-preserve-root", True),
+        ("rm -fr /*", True),
+        ("rm -r -f ~", True),
+        (":(){ :|:& };:", True),
+        ("mkfs.ext4 /dev/sda1", True),
+        ("dd if=/dev/zero of=/dev/sda", True),
+        ("sudo reboot", True),
+        ("rm -rf build/", False),
+        ("rm -rf ./tmp /workspace/out", False),
+        ("dd if=in.img of=out.img", False),
+        ("git log --oneline | head", False),
+    ],
+)
+def test_the_default_deny_list(command: str, refused: bool) -> None:
+    patterns = parse_config({}, {}).tools.exec.deny_patterns
+    assert any(re.search(p, command) for p in patterns) is refused
