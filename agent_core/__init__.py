@@ -17,6 +17,13 @@ from agent_core.bootstrap import (
     Workspaces,
     truncate_for_prompt,
 )
+from agent_core.documents import (
+    DocumentEncrypted,
+    DocumentUnreadable,
+    ExtractedText,
+    document_kind,
+    extract_text,
+)
 from agent_core.errors import AgentError
 from agent_core.events import Event, EventBus, EventType, Subscriber
 from agent_core.exec_approval import Approver, Verdict, exec_hooks
@@ -72,10 +79,13 @@ __all__ = [
     "Approver",
     "CompactionSettings",
     "ContextFile",
+    "DocumentEncrypted",
+    "DocumentUnreadable",
     "Event",
     "EventBus",
     "EventType",
     "ExecProfile",
+    "ExtractedText",
     "FileStamp",
     "ImagePart",
     "ImageUnreadable",
@@ -113,7 +123,9 @@ __all__ = [
     "Workspaces",
     "add_self_evolution_tools",
     "cancel_and_wait",
+    "document_kind",
     "exec_hooks",
+    "extract_text",
     "find_skills",
     "finish_despite_cancel",
     "is_no_reply",

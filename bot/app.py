@@ -32,6 +32,7 @@ from bot.evolution.service import EvolutionService
 from bot.maintenance import run_periodically
 from bot.pipeline.access import AccessPolicy, PairingStore
 from bot.pipeline.dedupe import DedupeStore
+from bot.pipeline.file_sender import ChatFileSender
 from bot.pipeline.gateway import Gateway
 from bot.pipeline.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
 from bot.pipeline.run_registry import ChildRegistration, LocalRunRegistry, RunRegistry
@@ -53,6 +54,7 @@ from bot.storage import (
 from bot.storage.cron import SqlCronJobs
 from bot.storage.inbox import SqlInbox
 from bot.storage.memory_index import SqlMemoryIndex
+from bot.telemetry.service import Telemetry
 from channels import Channel
 from channels.local import LocalChannel
 
@@ -80,6 +82,8 @@ class Loopgate:
         self.draining = False
         self._background: list[asyncio.Task[None]] = []
         self.events = EventBus()
+        self.telemetry = Telemetry(config.tracing)
+        """Metrics (``GET /metrics``) and the OTLP export of traces (docs/metrics.md)."""
         # Several processes on one Redis (docs/scaling.md); None: this process is the service.
         self.cluster: Cluster | None = None
         if config.redis.url:
@@ -134,6 +138,9 @@ class Loopgate:
         if self.cluster is not None:
             self._stack.push_async_callback(self.cluster.aclose)
             await self.cluster.start()
+        # Closed after the runs and before the database: the last runs' spans are sent.
+        self.telemetry.start()
+        self._stack.push_async_callback(self.telemetry.aclose)
         sessions = SqlSessionStore(self._db)
         orchestration = SqlOrchestrationStore(self._db)
         # Scheduled jobs need the inbox (their occurrences are inbox entries).
@@ -146,7 +153,7 @@ class Loopgate:
         router = AgentRouter(
             self.config,
             store=sessions,
-            traces=SqlTraceStore(self._db),
+            traces=self.telemetry.traces(SqlTraceStore(self._db)),
             events=self.events,
             providers=self._providers,
             agent_store=SqlAgentStore(self._db),
@@ -188,10 +195,13 @@ class Loopgate:
             access=AccessPolicy(self.config, PairingStore(self._db)),
             inbox=self.inbox,
             channel_ready=self.channel_starter.wait_up,
+            metrics=self.telemetry.metrics,
         )
         self._gateway = gateway
         router.exec_approver = gateway.approvals
         self._stack.push_async_callback(gateway.aclose)
+        # send_file reaches the run's chat through the gateway's channels (before any resolve).
+        router.files = ChatFileSender(gateway.channels, sent=dedupe)
         self.orchestrator = Orchestrator(
             router.resolve,
             self.events,

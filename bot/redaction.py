@@ -91,6 +91,8 @@ def secrets_of(config: Config) -> list[str]:
         *(provider.api_key for provider in config.providers.all().values()),
         *config.mcp.secrets(),
         *config.tools.exec.secrets(),
+        *config.tools.web.search.secrets(),
+        *config.tracing.otlp.headers.values(),
     ]
     try:
         password = make_url(config.database.url).password

@@ -90,6 +90,8 @@ def render_prompt(
     router.add_orchestration_tools(settings, tools)
     if "exec" not in router.disabled_tools(agent_id):
         settings, _ = router.add_exec_tool(settings, tools)
+    for tool in router.web.tools:  # tools.web: built without a connection, nothing to close
+        tools.register(tool)
     prompt_mode = PromptMode(mode)
     workspaces = Workspaces(
         settings.workspace,

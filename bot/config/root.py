@@ -46,6 +46,7 @@ from bot.config.errors import ConfigFileError as ConfigFileError
 from bot.config.evolution import EvolutionConfig
 from bot.config.media import MediaConfig as MediaConfig
 from bot.config.tools import McpConfig, SkillsConfig, ToolsConfig
+from bot.config.tracing import TracingConfig as TracingConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -203,6 +204,7 @@ class Config(StrictModel):
     cron: CronConfig = Field(default_factory=CronConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""

@@ -47,6 +47,7 @@ from bot.pipeline.stop import StopService
 from bot.pipeline.streaming import StreamOptions, streaming_options
 from bot.pipeline.turn import TurnRunner
 from bot.storage.inbox import InboxEntry, SqlInbox
+from bot.telemetry.metrics import Metrics
 from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
@@ -72,9 +73,11 @@ class Gateway:
         inbox: SqlInbox | None = None,
         channel_ready: Callable[[str], Awaitable[None]] | None = None,
         limiter: SenderLimiter | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         """``inbox`` None: nothing is stored (the terminal chat, whose answers have nowhere to
-        go after a restart). ``channel_ready`` waits until a channel can send (replays)."""
+        go after a restart). ``channel_ready`` waits until a channel can send (replays).
+        ``metrics``: the service's, where each turn's outcome is counted."""
         self.config = config
         self.router = router
         self.registry = registry
@@ -108,6 +111,7 @@ class Gateway:
             channel_ready=channel_ready,
             cron_history_turns=config.cron.history_turns,
             media=config.media,
+            metrics=metrics or Metrics(),
         )
         self.bursts = Bursts(config.bot, registry, self.turns, inbox=inbox)
         self.stop = StopService(config, registry, self.bursts)
