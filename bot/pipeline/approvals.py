@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ import structlog
 
 from agent_core import ExecProfile, Verdict
 from agent_core.tools import ToolContext
+from bot.pipeline.chunking import render_chunks
 from bot.pipeline.delivery import send_with_retry
 from channels import Channel, ChatRef, ChatType, ChoicePoster, InboundMessage
 
@@ -48,6 +50,10 @@ class _Waiting:
 
 def _chat_key(chat: ChatRef) -> tuple[str, str, str]:
     return (chat.channel, chat.chat_id, chat.thread_id or "")
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
 def _minutes(seconds: float) -> str:
@@ -92,14 +98,7 @@ class ExecApprovals:
         queue = self._waiting.setdefault(_chat_key(chat), deque())
         queue.append(waiting)
         try:
-            text = (
-                f"The agent asks to run this command:\n\n{command}\n\nAn owner or admin may "
-                f"answer /approve or /deny (within {_minutes(profile.approval_timeout)})."
-            )
-            if isinstance(channel, ChoicePoster):  # Slack: buttons that send those commands
-                await channel.send_choices(chat, text, CHOICES)
-            else:
-                await send_with_retry(channel, chat, text)
+            await self._post_request(channel, chat, command, profile)
             log.info("exec.approval_asked", run_id=ctx.run_id, chat=chat.chat_id, id=waiting.id)
             try:
                 verdict = await asyncio.wait_for(
@@ -119,6 +118,26 @@ class ExecApprovals:
                 self._waiting.pop(_chat_key(chat), None)
         log.info("exec.approval_answered", run_id=ctx.run_id, id=waiting.id, verdict=str(verdict))
         return verdict
+
+    async def _post_request(
+        self, channel: Channel, chat: ChatRef, command: str, profile: ExecProfile
+    ) -> None:
+        """The command in a code block, rendered for the platform like any answer: what the
+        owner reads is exactly what would run (no markup of the command's own)."""
+        fence = "`" * max(3, _longest_backtick_run(command) + 1)
+        markdown = (
+            f"The agent asks to run this command:\n\n{fence}\n{command}\n{fence}\n\n"
+            f"An owner or admin may answer /approve or /deny (within "
+            f"{_minutes(profile.approval_timeout)})."
+        )
+        caps = channel.capabilities
+        *first, last = render_chunks(markdown, caps.formatting, caps.max_chars) or [markdown]
+        for chunk in first:
+            await send_with_retry(channel, chat, chunk)
+        if isinstance(channel, ChoicePoster):  # Slack: buttons that send those commands
+            await channel.send_choices(chat, last, CHOICES)
+        else:
+            await send_with_retry(channel, chat, last)
 
     def answer(self, msg: InboundMessage, *, approve: bool) -> str:
         """``/approve`` or ``/deny`` from ``msg``: the reply to post in the chat."""

@@ -12,15 +12,18 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_core import RunResult
+from agent_core import ExecProfile, RunRequest, RunResult, Verdict
+from agent_core.tools import ToolContext
 from bot.app import Loopgate
 from bot.http.server import create_app
-from channels import ChatRef, ChatType
+from bot.pipeline.approvals import ExecApprovals
+from channels import Capabilities, ChatRef, ChatType, Formatting, InboundMessage, Sender
 from tests.conftest import ChatDriver, make_config
 from tests.exec_support import needs_bwrap
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.fakes.slack_events import EventSender, block_actions, message_event
 from tests.fakes.slack_server import FakeSlack
+from tests.pipeline_support import RecordingChannel
 from tests.slack_support import Bot, slack_section
 
 pytestmark = needs_bwrap
@@ -176,3 +179,29 @@ class TestSlackButtons:
 
 def _with_buttons(slack: FakeSlack) -> list[Any]:
     return [c for c in slack.calls_of("chat.postMessage") if c.args.get("blocks")]
+
+
+class TestRequestText:
+    """The request shows the command exactly as it would run, whatever markup it holds."""
+
+    async def ask(self, formatting: Formatting, command: str) -> str:
+        channel = RecordingChannel(capabilities=Capabilities(formatting=formatting))
+        approvals = ExecApprovals({"web": channel})
+        origin = InboundMessage(
+            ChatRef("web", "room", ChatType.GROUP), "m1", Sender("alice", "Alice"), "hi"
+        )
+        request = RunRequest("s", "hi", "web:alice", chat_type="group", origin=origin)
+        ctx = ToolContext(Path("."), "s", "web:alice", "main", "r", request=request)
+        profile = ExecProfile("bwrap", "/workspace", False, 30, 1 << 29, 64, 1 << 14, None, 0.05)
+        assert await approvals.ask(ctx, command, profile) is Verdict.TIMED_OUT
+        return channel.texts()[0]
+
+    async def test_html_markup_in_the_command_is_shown_not_rendered(self) -> None:
+        text = await self.ask("html", 'echo "<b>hi</b>" > x && cat x')
+        assert "&lt;b&gt;hi&lt;/b&gt;" in text and "<b>hi</b>" not in text
+        assert "<pre>" in text or "<code>" in text
+
+    async def test_backticks_in_the_command_do_not_close_its_block(self) -> None:
+        command = "echo ```done``` `date`"
+        text = await self.ask("markdown", command)
+        assert command in text and "````\n" in text
