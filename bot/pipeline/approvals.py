@@ -152,5 +152,6 @@ class ExecApprovals:
             log.info("exec.approval_refused", sender=user_id, id=waiting.id)
             return "Only an owner or admin of this agent may answer."
         waiting.answer.set_result(Verdict.APPROVED if approve else Verdict.DENIED)
-        shown = waiting.command if len(waiting.command) <= 60 else waiting.command[:57] + "..."
-        return f"Approved: running {shown}" if approve else f"Denied: {shown} will not run."
+        # The command is not repeated: this reply goes out as it is, without the rendering
+        # that keeps the request's command from being read as markup.
+        return "Approved: the command runs now." if approve else "Denied: the command will not run."

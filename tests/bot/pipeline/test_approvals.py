@@ -74,7 +74,7 @@ class TestAsk:
         assert group.texts()[-1] == "Only an owner or admin of this agent may answer."
         assert await group.send("/approve", sender="owner") is None
         await asyncio.wait_for(done, 10)
-        assert group.texts()[-2].startswith("Approved: running echo ran")
+        assert group.texts()[-2] == "Approved: the command runs now."
         assert "exit code: 0" in tool_result(llm) and "finished" in tool_result(llm)
         assert list((tmp_path / "workspaces").rglob("proof.txt"))
 
@@ -86,6 +86,7 @@ class TestAsk:
         done = await asked(group)
         await group.send("/deny", sender="owner")
         await asyncio.wait_for(done, 10)
+        assert "Denied: the command will not run." in group.texts()
         assert "refused to run it (/deny)" in tool_result(llm)
         assert not list((tmp_path / "workspaces").rglob("proof.txt"))
         assert await group.send("/approve", sender="owner") is None
@@ -174,7 +175,7 @@ class TestSlackButtons:
             finally:
                 await bot.close()
         assert "clicked" in tool_result(llm)
-        assert any(t.startswith("Approved: running") for t in slack.thread_texts("C1", event["ts"]))
+        assert "Approved: the command runs now." in slack.thread_texts("C1", event["ts"])
 
 
 def _with_buttons(slack: FakeSlack) -> list[Any]:
