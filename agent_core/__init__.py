@@ -26,6 +26,8 @@ from agent_core.documents import (
 )
 from agent_core.errors import AgentError
 from agent_core.events import Event, EventBus, EventType, Subscriber
+from agent_core.exec_approval import Approver, Verdict, exec_hooks
+from agent_core.exec_profile import Approval, ExecProfile
 from agent_core.hooks import PreToolUseHook
 from agent_core.images import ImageUnreadable, prepare_image
 from agent_core.locks import SharedLocks
@@ -73,6 +75,8 @@ __all__ = [
     "AgentError",
     "AgentSettings",
     "AgentType",
+    "Approval",
+    "Approver",
     "CompactionSettings",
     "ContextFile",
     "DocumentEncrypted",
@@ -80,6 +84,7 @@ __all__ = [
     "Event",
     "EventBus",
     "EventType",
+    "ExecProfile",
     "ExtractedText",
     "FileStamp",
     "ImagePart",
@@ -113,11 +118,13 @@ __all__ = [
     "Trace",
     "TraceStore",
     "Usage",
+    "Verdict",
     "WorkspaceFull",
     "Workspaces",
     "add_self_evolution_tools",
     "cancel_and_wait",
     "document_kind",
+    "exec_hooks",
     "extract_text",
     "find_skills",
     "finish_despite_cancel",

@@ -23,6 +23,7 @@ from agent_core.bootstrap import (
     ContextFile,
     PromptMode,
 )
+from agent_core.exec_profile import Approval, ExecProfile
 from agent_core.mcp.prompt import is_mcp, mcp_tools
 from agent_core.orchestration.records import WorkspaceScope
 from agent_core.run import NO_REPLY, RunRequest
@@ -31,6 +32,7 @@ from agent_core.self_evolution import self_evolution
 from agent_core.settings import AgentSettings
 from agent_core.skills import Skill, discover_skills, skill_location
 from agent_core.tools.base import ToolRegistry
+from agent_core.tools.exec import EXEC
 from agent_core.tools.skills import SKILL_SEARCH_NAME
 from agent_core.workspace import user_workspace
 
@@ -193,8 +195,47 @@ def team_workspace(ctx: PromptContext) -> str | None:
     return "\n".join(lines)
 
 
+def _exec_profile(ctx: PromptContext) -> ExecProfile | None:
+    """The agent's ``exec`` when this run is offered it (sections 5 and 14)."""
+    return ctx.settings.exec if EXEC in ctx.tools else None
+
+
+def credentialed_cli(ctx: PromptContext) -> str | None:
+    """Section 5: the CLIs whose credentials ``exec`` adds, by name only, never the values."""
+    profile = _exec_profile(ctx)
+    if profile is None or not profile.credentials:
+        return None
+    names = ", ".join(profile.credentials)
+    return (
+        f"## Credentialed CLIs\nThese commands are logged in when a command line starts with "
+        f"them: {names}. Use them with exec (e.g. `{profile.credentials[0]} ...` as the first "
+        "word); never try to print or copy their credentials: they are hidden from the output."
+    )
+
+
 def sandbox(ctx: PromptContext) -> str | None:
-    return None  # no container sandbox: tools run in-process, confined to the workspace
+    """Section 14: what exec runs in, so the model neither tries what can't work nor
+    believes it runs on a real machine."""
+    profile = _exec_profile(ctx)
+    if profile is None:
+        return None
+    if profile.backend == "none":
+        where = "directly on the host, in your workspace folder (no sandbox)"
+    else:
+        where = f"in a {profile.backend} sandbox; your workspace is {profile.workdir}"
+    approval = profile.approval_for(ctx.request)
+    approvals = {
+        Approval.OFF: "commands run without approval",
+        Approval.ASK: "each command waits for an owner to answer /approve or /deny in the chat",
+        Approval.DENY_PATTERNS: "commands matching a deny list are refused",
+    }[approval]
+    return (
+        f"## Sandbox\nexec runs shell commands {where}, the working directory. "
+        f"Network: {'on' if profile.network else 'off'}. Nothing outside the workspace persists "
+        f"(/tmp is private to each command). Limits per command: {profile.timeout:g} s, "
+        f"{profile.memory >> 20} MiB of memory per process, {profile.processes} processes, "
+        f"{profile.max_output >> 10} KiB of output per stream. Approval: {approvals}."
+    )
 
 
 def user_identity(ctx: PromptContext) -> str | None:
@@ -354,6 +395,7 @@ SECTIONS: tuple[Section, ...] = (
     first_run_bootstrap,
     persona,
     tooling,
+    credentialed_cli,
     safety,
     self_evolution,
     skills,

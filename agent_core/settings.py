@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_core.exec_profile import ExecProfile
 from agent_core.orchestration.modes import OrchestrationProfile
 
 MAX_ITERATIONS = 20
@@ -117,3 +118,6 @@ class AgentSettings:
     soul_locked: bool = False
     # The most of SOUL.md one soul_update may rewrite (guardrails' max_delta_per_cycle).
     soul_max_delta: float = 0.1
+    # The offered ``exec`` tool's sandbox and policy (prompt sections 5 and 14); None when the
+    # agent has no ``exec`` (off, sandbox unavailable, or disabled for the agent).
+    exec: ExecProfile | None = None

@@ -25,6 +25,7 @@ from agent_core import EventBus
 from agent_core.mcp import McpManager
 from agent_core.orchestration import Orchestrator
 from agent_core.providers import Provider
+from bot.agents.exec_setup import prepare_exec
 from bot.agents.router import AgentRouter
 from bot.config import Config
 from bot.evolution.service import EvolutionService
@@ -148,6 +149,7 @@ class Loopgate:
         # the background; its agents run without its tools meanwhile.
         self._stack.push_async_callback(self.mcp.aclose)
         await self.mcp.start()
+        exec_runtime = await prepare_exec(self.config)
         router = AgentRouter(
             self.config,
             store=sessions,
@@ -161,6 +163,7 @@ class Loopgate:
             mcp=self.mcp,
             locks=self.cluster.locks if self.cluster is not None else None,
             cron=ChatCronJobs(cron_jobs) if cron_jobs is not None else None,
+            exec_runtime=exec_runtime,
         )
         # New or changed MCP tools reach each agent the next time it is resolved.
         self.mcp.on_change(lambda _server: router.invalidate())
@@ -195,6 +198,7 @@ class Loopgate:
             metrics=self.telemetry.metrics,
         )
         self._gateway = gateway
+        router.exec_approver = gateway.approvals
         self._stack.push_async_callback(gateway.aclose)
         # send_file reaches the run's chat through the gateway's channels (before any resolve).
         router.files = ChatFileSender(gateway.channels, sent=dedupe)

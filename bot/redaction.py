@@ -90,6 +90,7 @@ def secrets_of(config: Config) -> list[str]:
         config.admin.token,
         *(provider.api_key for provider in config.providers.all().values()),
         *config.mcp.secrets(),
+        *config.tools.exec.secrets(),
         *config.tools.web.search.secrets(),
         *config.tracing.otlp.headers.values(),
     ]

@@ -10,6 +10,7 @@ from channels.errors import (
 )
 from channels.protocol import (
     Channel,
+    ChoicePoster,
     FileFetcher,
     FileHost,
     FileRefused,
@@ -52,6 +53,7 @@ __all__ = [
     "ChannelError",
     "ChatRef",
     "ChatType",
+    "ChoicePoster",
     "FileFetcher",
     "FileHost",
     "FileRefused",

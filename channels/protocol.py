@@ -99,6 +99,19 @@ class SentLookup(Protocol):
 
 
 @runtime_checkable
+class ChoicePoster(Protocol):
+    """An adapter that can post a message with buttons (Slack). A click comes back through the
+    inbound handler as a message from the user who clicked, in the same chat (and thread),
+    whose text is the button's ``command``: ``/approve`` clicked is ``/approve`` typed."""
+
+    async def send_choices(
+        self, chat: ChatRef, text: str, choices: Sequence[tuple[str, str]]
+    ) -> MessageRef:
+        """Post ``text`` with one button per ``(label, command)``."""
+        ...
+
+
+@runtime_checkable
 class FileFetcher(Protocol):
     """An adapter that can download the attachments of the messages it normalized."""
 

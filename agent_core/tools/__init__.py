@@ -1,6 +1,7 @@
 from agent_core.errors import ToolError
 from agent_core.tools.base import Tool, ToolContext, ToolHandler, ToolKind, ToolRegistry
 from agent_core.tools.cron import CRON, CronJob, CronJobs, CronPolicy, CronRefused, cron_tool
+from agent_core.tools.exec import EXEC, Credential, exec_tool
 from agent_core.tools.files import FILE_TOOLS, LIST_FILES, READ_FILE, WRITE_FILE
 from agent_core.tools.send_file import SEND_FILE, FileSender, OutgoingFile, send_file_tool
 from agent_core.tools.skills import SKILL_SEARCH, SKILL_TOOLS
@@ -20,6 +21,7 @@ from agent_core.tools.web_search import (
 __all__ = [
     "BRAVE_BASE_URL",
     "CRON",
+    "EXEC",
     "FILE_TOOLS",
     "LIST_FILES",
     "PROVIDERS",
@@ -32,6 +34,7 @@ __all__ = [
     "WEB_SEARCH",
     "WRITE_FILE",
     "AllowList",
+    "Credential",
     "CronJob",
     "CronJobs",
     "CronPolicy",
@@ -53,6 +56,7 @@ __all__ = [
     "WebGuard",
     "WebLimits",
     "cron_tool",
+    "exec_tool",
     "search_provider",
     "send_file_tool",
     "web_fetch_tool",

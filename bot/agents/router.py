@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import structlog
@@ -32,7 +32,9 @@ from agent_core import (
     FILE_TOOLS,
     SKILL_TOOLS,
     AgentSettings,
+    Approver,
     EventBus,
+    ExecProfile,
     Loop,
     MemoryIndex,
     PreToolUseHook,
@@ -41,7 +43,9 @@ from agent_core import (
     Tool,
     ToolRegistry,
     TraceStore,
+    Verdict,
     add_self_evolution_tools,
+    exec_hooks,
     memory_tools,
 )
 from agent_core.mcp import McpManager, add_mcp_tools
@@ -55,13 +59,17 @@ from agent_core.orchestration import (
 )
 from agent_core.providers import OfflineProvider, OpenAICompatProvider, Provider
 from agent_core.tools import (
+    EXEC,
     CronJobs,
     CronPolicy,
     FileSender,
     Resolver,
+    ToolContext,
     cron_tool,
+    exec_tool,
     send_file_tool,
 )
+from bot.agents.exec_setup import ExecRuntime
 from bot.agents.settings import agent_settings
 from bot.agents.web_tools import build_web_tools
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
@@ -135,6 +143,20 @@ def build_provider(name: str, config: ProviderConfig) -> Provider:
     return OpenAICompatProvider(config.base_url, config.api_key, name=name, timeout=config.timeout)
 
 
+class _LateApprover:
+    """The router's approver at the time of the call: the chats that answer approvals exist
+    only after the router (the gateway is built on it)."""
+
+    def __init__(self, router: AgentRouter) -> None:
+        self._router = router
+
+    async def ask(self, ctx: ToolContext, command: str, profile: ExecProfile) -> Verdict | None:
+        approver = self._router.exec_approver
+        if approver is None:
+            return None
+        return await approver.ask(ctx, command, profile)
+
+
 @dataclass(frozen=True, slots=True)
 class _Cached:
     loop: Loop
@@ -162,6 +184,7 @@ class AgentRouter:
         mcp: McpManager | None = None,
         locks: SharedLocks | None = None,
         cron: CronJobs | None = None,
+        exec_runtime: ExecRuntime | None = None,
         web_resolver: Resolver | None = None,
         files: FileSender | None = None,
     ) -> None:
@@ -174,6 +197,8 @@ class AgentRouter:
         ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``).
         ``locks``: the compaction and seeding locks shared with other processes (bot/cluster).
         ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool.
+        ``exec_runtime``: the probed sandbox of ``tools.exec`` (``exec`` is offered when it is
+        available); its approvals go through :attr:`exec_approver`, set once the chats exist.
         ``web_resolver``: host → addresses for the web tools' SSRF guard (tests).
         ``files``: how the ``send_file`` tool reaches the run's chat (bot/pipeline); None: no
         such tool. Set :attr:`files` later (before the first resolve) when it needs the gateway."""
@@ -202,6 +227,8 @@ class AgentRouter:
         self.mcp = mcp
         self.locks = locks
         self.cron = cron
+        self.exec_runtime = exec_runtime
+        self.exec_approver: Approver | None = None
         self.web = build_web_tools(config.tools.web, resolver=web_resolver)
         self.files = files
         self.orchestrator: Orchestrator | None = None
@@ -386,8 +413,12 @@ class AgentRouter:
             tools.register(send_file_tool(self.files))
         # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
         # one is refused with this reason; deferred (MCP) tools are dropped too.
-        definition = self._definition(agent_id, stored)
-        for name in (definition and definition.disabled_tools) or ():
+        disabled = self.disabled_tools(agent_id, stored)
+        hooks = list(self.hooks)
+        if EXEC not in disabled:
+            settings, exec_checks = self.add_exec_tool(settings, tools)
+            hooks += exec_checks
+        for name in disabled:
             tools.deferred.pop(name, None)
             tools.hide(name, f"disabled for this agent (agents.{agent_id}.disabled_tools)")
         fallback = self.provider(settings.fallback_provider) if settings.fallback_provider else None
@@ -401,9 +432,35 @@ class AgentRouter:
             self.traces,
             self.events,
             fallback=fallback,
-            hooks=self.hooks,
+            hooks=hooks,
             locks=self.locks,
         )
+
+    def disabled_tools(self, agent_id: str, stored: AgentConfig | None = None) -> tuple[str, ...]:
+        """``agents.<id>.disabled_tools`` (merged with the stored definition)."""
+        definition = self._definition(agent_id, stored)
+        return tuple((definition and definition.disabled_tools) or ())
+
+    def add_exec_tool(
+        self, settings: AgentSettings, tools: ToolRegistry
+    ) -> tuple[AgentSettings, list[PreToolUseHook]]:
+        """``exec`` when its sandbox works: the settings with its profile (prompt sections 5 and
+        14) and its approval hooks; unchanged settings and no hooks otherwise."""
+        runtime = self.exec_runtime
+        if runtime is None or not runtime.available:
+            return settings, []
+        profile = runtime.profile(settings.owner_ids, self._admins())
+        tools.register(exec_tool(runtime.sandbox, runtime.credentials))
+        checks = exec_hooks(profile, runtime.config.deny_patterns, _LateApprover(self))
+        return replace(settings, exec=profile), checks
+
+    def _admins(self) -> list[str]:
+        """``bot.admins`` and every ``channels.<name>.admins`` (as ``channel:id``)."""
+        admins = list(self.config.bot.admins)
+        for name in ("telegram", "slack", "zalo"):
+            for admin in getattr(self.config.channels, name).admins:
+                admins.append(admin if ":" in admin else f"{name}:{admin}")
+        return admins
 
     def add_orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:
         """The mode's tools; the others are hidden (a call to one is refused with the reason)."""

@@ -169,16 +169,36 @@ async def _pairing(config: Config, command: str, code: str) -> int:
     return await with_database(config, act)
 
 
+async def _exec_status(config: Config) -> str:
+    """One line on ``tools.exec``: off, offered, or not offered and why (the probe is real)."""
+    from bot.agents.exec_setup import prepare_exec
+
+    configure_logging("error", config.logging.format)
+    runtime = await prepare_exec(config)
+    if runtime is None:
+        return "tools.exec: off"
+    sandbox = config.tools.exec.sandbox
+    if not runtime.available:
+        return f"tools.exec: NOT offered: sandbox {sandbox!r} unavailable: {runtime.unavailable}"
+    if sandbox == "none":
+        return "tools.exec: offered WITHOUT a sandbox (sandbox: none): commands run on the host"
+    network = "on" if config.tools.exec.network else "off"
+    return f"tools.exec: offered, sandbox {sandbox!r} works here (network {network})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     config = _load(args.config)
     if args.command == "check-config":
         print(f"configuration OK ({args.config or 'config.yaml or built-in defaults'})")
+        print(asyncio.run(_exec_status(config)))
         return 0
     if args.command == "prompt":
+        from bot.agents.exec_setup import prepare_exec
         from bot.cli.prompt import render_prompt
 
         agent = args.agent or config.agents.default
+        configure_logging("warning", config.logging.format)  # stderr: why exec is missing
         print(
             render_prompt(
                 config,
@@ -187,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chat_type=args.chat_type,
                 user_id=args.user,
                 mode=args.mode,
+                exec_runtime=asyncio.run(prepare_exec(config)),
             )
         )
         return 0

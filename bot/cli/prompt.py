@@ -24,6 +24,7 @@ from agent_core import (
     truncate_for_prompt,
 )
 from agent_core.orchestration import Orchestrator
+from bot.agents.exec_setup import ExecRuntime
 from bot.agents.router import AgentRouter
 from bot.config import Config
 
@@ -69,16 +70,26 @@ def render_prompt(
     chat_type: str,
     user_id: str = "preview-user",
     mode: str = "full",
+    exec_runtime: ExecRuntime | None = None,
 ) -> str:
+    """``exec_runtime``: the probed sandbox of ``tools.exec``; ``exec`` and its prompt
+    sections are shown when it is available (the caller probes: ``prepare_exec``)."""
     store = MemoryStore()
     router = AgentRouter(
-        config, store=store, traces=store, events=EventBus(), memory_index=_PreviewMemoryIndex()
+        config,
+        store=store,
+        traces=store,
+        events=EventBus(),
+        memory_index=_PreviewMemoryIndex(),
+        exec_runtime=exec_runtime,
     )
     # The preview reads no database: the agent is shown in spawn mode, with spawn offered.
     router.orchestrator = Orchestrator(router.resolve, router.events)
     settings = router.settings(agent_id)
     tools = router.tools.clone()
     router.add_orchestration_tools(settings, tools)
+    if "exec" not in router.disabled_tools(agent_id):
+        settings, _ = router.add_exec_tool(settings, tools)
     for tool in router.web.tools:  # tools.web: built without a connection, nothing to close
         tools.register(tool)
     prompt_mode = PromptMode(mode)

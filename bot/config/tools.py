@@ -14,6 +14,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from agent_core.mcp import ServerSpec
 from bot.config.base import Duration, StrictModel
+from bot.config.exec_tool import ExecConfig
 from bot.config.web_tools import WebToolsConfig
 
 # The name prefixes its tools as ``<server>__<tool>``: short enough to leave room for the
@@ -108,5 +109,7 @@ class SkillsConfig(StrictModel):
 class ToolsConfig(StrictModel):
     """``tools``: settings of built-in tools."""
 
+    exec: ExecConfig = Field(default_factory=ExecConfig)
+    """``exec``: shell commands in a sandbox (bot/config/exec_tool.py, docs/exec.md)."""
     web: WebToolsConfig = Field(default_factory=WebToolsConfig)
     """``web_fetch`` and ``web_search`` (bot/config/web_tools.py, docs/web.md)."""

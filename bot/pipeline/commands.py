@@ -1,4 +1,4 @@
-"""Chat commands handled before the queue: /stop, /stopall, /help, /reset."""
+"""Chat commands handled before the queue: /stop, /stopall, /help, /reset, /approve, /deny."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ class Command(enum.StrEnum):
     STOPALL = "stopall"
     RESET = "reset"
     HELP = "help"
+    APPROVE = "approve"  # an exec command waiting for an owner (bot/pipeline/approvals.py)
+    DENY = "deny"
 
 
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@(\S+))?\s*$")
@@ -20,6 +22,8 @@ HELP_TEXT = (
     "/stop — stop the answer in progress\n"
     "/stopall — stop everything in this chat and drop queued messages\n"
     "/reset — start a new conversation\n"
+    "/approve — let a command the agent asks to run go ahead (owners and admins)\n"
+    "/deny — refuse it\n"
     "/help — this help"
 )
 

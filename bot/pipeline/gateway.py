@@ -31,6 +31,7 @@ from agent_core.orchestration import Announcement
 from bot.agents.router import AgentRouter
 from bot.config import Config
 from bot.pipeline.access import AccessPolicy, configured_admin
+from bot.pipeline.approvals import ExecApprovals
 from bot.pipeline.bursts import Bursts
 from bot.pipeline.commands import HELP_TEXT, Command, parse_command
 from bot.pipeline.dedupe import DedupeStore, first_delivery
@@ -116,6 +117,8 @@ class Gateway:
         )
         self.bursts = Bursts(config.bot, registry, self.turns, inbox=inbox)
         self.stop = StopService(config, registry, self.bursts)
+        self.approvals = ExecApprovals(self.channels)
+        """Commands of ``exec`` waiting for an owner's /approve (the router's approver)."""
 
     @property
     def scheduler(self) -> Scheduler[Job]:
@@ -428,6 +431,8 @@ class Gateway:
         elif command is Command.RESET:
             await self.sessions.reset_session(key)
             reply = "New conversation started."
+        elif command in (Command.APPROVE, Command.DENY):
+            reply = self.approvals.answer(msg, approve=command is Command.APPROVE)
         else:
             reply = HELP_TEXT
         log.info("command.handled", command=str(command), session_key=key, sender=msg.sender.id)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from starlette.responses import Response
 from channels.downloads import download
 from channels.errors import BadRequest, ChannelError, Forbidden
 from channels.protocol import InboundHandler, PaceStore, PlatformStream, SeenStore, SentFile
+from channels.slack._choices import BLOCK_TEXT_MAX, choice_blocks
 from channels.slack._errors import (
     FATAL_AUTH_ERRORS,
     slack_error_code,
@@ -238,6 +239,26 @@ class SlackChannel:
         if thread_ts:
             self.inbound.join_thread(chat.chat_id, thread_ts)
             self.status.replied(chat.chat_id, thread_ts)
+        return MessageRef(chat=chat, message_id=str(response.get("ts") or ""))
+
+    async def send_choices(
+        self, chat: ChatRef, text: str, choices: Sequence[tuple[str, str]]
+    ) -> MessageRef:
+        """:class:`~channels.protocol.ChoicePoster`: ``text``, then one button per choice; a
+        click comes back as the button's command (``_receiving``). A text too long for one
+        block goes out whole on its own first, so nothing of it is cut."""
+        if len(text) > BLOCK_TEXT_MAX:
+            await self.send_text(chat, text)
+            text = "Choose:"
+        await self.pace(chat.chat_id)
+        kwargs: dict[str, Any] = {
+            "channel": chat.chat_id,
+            "text": text,
+            "blocks": choice_blocks(text, choices),
+        }
+        if chat.thread_id:
+            kwargs["thread_ts"] = chat.thread_id
+        response = await self.poster.post(**kwargs)
         return MessageRef(chat=chat, message_id=str(response.get("ts") or ""))
 
     async def send_file(

@@ -41,7 +41,7 @@ from channels.types import ChatRef, ChatType, InboundMessage, Sender
 
 log = structlog.get_logger(__name__)
 
-COMMANDS = ("/stop", "/stopall")
+COMMANDS = ("/stop", "/stopall", "/approve", "/deny")  # /approve, /deny: exec approvals
 THREAD_FETCH_LIMIT = 50
 THREAD_CONTEXT_CHARS = 500
 THREAD_FETCH_TIMEOUT = 1.5
@@ -186,7 +186,8 @@ class InboundNormalizer:
         return f"{self.name}:event:{event_id}"
 
     def command(self, command: dict[str, Any]) -> InboundMessage | None:
-        """The ``/stop`` and ``/stopall`` slash commands, as plain messages; None if malformed."""
+        """The slash commands (``/stop``, ``/stopall``, ``/approve``, ``/deny``), as plain
+        messages; None if malformed."""
         channel_id = str(command.get("channel_id") or "")
         user = str(command.get("user_id") or "")
         name = str(command.get("command") or "")

@@ -36,10 +36,12 @@ from starlette.responses import JSONResponse, Response
 from channels.errors import NotAccepted
 from channels.intake import Intake
 from channels.protocol import InboundHandler
+from channels.slack._choices import ACTION_ID, click_message
 from channels.slack._inbound import COMMANDS, InboundNormalizer
 from channels.slack._settings import SlackSettings
 from channels.slack._socket import FailFastSocketModeClient
 from channels.slack._status import Spawn
+from channels.types import InboundMessage
 
 log = structlog.get_logger(__name__)
 
@@ -78,6 +80,7 @@ class EventReceiver:
             app.event(name)(self._on_ignored_event)
         for command in COMMANDS:
             app.command(command)(self._on_command)
+        app.action(ACTION_ID)(self._on_action)
         return app
 
     # -- transports --------------------------------------------------------------------------
@@ -143,6 +146,14 @@ class EventReceiver:
         await ack()
         self._spawn(self._process_command(command), name="slack:command")
 
+    async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
+        # A button click (send_choices): acknowledged first, like a slash command; it carries
+        # no message to keep.
+        await ack()
+        msg = click_message(self.inbound.name, body)
+        if msg is not None:
+            self._spawn(self._handle_command(msg), name="slack:command")
+
     # -- inbound -----------------------------------------------------------------------------
 
     async def _accept(
@@ -185,7 +196,11 @@ class EventReceiver:
 
     async def _process_command(self, command: dict[str, Any]) -> None:
         msg = self.inbound.command(command)
-        if msg is None or self.handler is None:
+        if msg is not None:
+            await self._handle_command(msg)
+
+    async def _handle_command(self, msg: InboundMessage) -> None:
+        if self.handler is None:
             return
         try:
             await self.handler(msg)

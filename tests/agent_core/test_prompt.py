@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import FILE_TOOLS, AgentSettings, RunRequest, ToolRegistry
+from agent_core import FILE_TOOLS, AgentSettings, ExecProfile, RunRequest, ToolRegistry
 from agent_core.bootstrap import PromptMode, Workspaces
 from agent_core.prompt import SECTIONS, PromptContext, build_system_prompt, render_sections
+from agent_core.sandbox import BwrapSandbox, Limits
 from agent_core.testing import ScriptedProvider, reply
+from agent_core.tools import Credential, exec_tool
 from tests.agent_core.test_loop import make_loop, request
 
 NOW = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
@@ -45,9 +47,9 @@ def names(c: PromptContext) -> list[str]:
 class TestSections:
     def test_order_follows_the_spec(self) -> None:
         assert [s.__name__ for s in SECTIONS] == [
-            "identity", "first_run_bootstrap", "persona", "tooling", "safety", "self_evolution",
-            "skills", "mcp_tools", "workspace", "team_workspace", "sandbox", "user_identity",
-            "time_section",
+            "identity", "first_run_bootstrap", "persona", "tooling", "credentialed_cli", "safety",
+            "self_evolution", "skills", "mcp_tools", "workspace", "team_workspace", "sandbox",
+            "user_identity", "time_section",
             "channel_formatting", "silent_replies", "extra_context", "project_context",
             "operator_instructions", "subagent_spawning", "runtime", "persona_reminder",
             "memory_reminders",
@@ -151,3 +153,35 @@ class TestCli:
         assert "silent_replies" in markers and "channel_formatting" in markers
         assert "in a group chat" in out and "Telegram renders" in out
         assert not (tmp_path / "ws").exists()  # previewing seeds nothing
+
+
+class TestExecSections:
+    """Sections 5 and 14 follow the ``exec`` actually offered (tools/exec.py)."""
+
+    PROFILE = ExecProfile(
+        "bwrap", "/workspace", False, 30, 512 << 20, 64, 16 << 10, credentials=("gh",)
+    )
+
+    def with_exec(self, tmp_path: Path, offered: bool, **request: str) -> str:
+        c = ctx(tmp_path, exec=self.PROFILE, **request)  # type: ignore[arg-type]
+        tools = c.tools.clone()
+        if offered:
+            sandbox = BwrapSandbox(limits=Limits(timeout=30))
+            tools.register(exec_tool(sandbox, [Credential("github", "gh", {"T": "tok-42-value"})]))
+        return build_system_prompt(c.settings, c.request, tools, c.workspace, now=NOW)
+
+    def test_offered(self, tmp_path: Path) -> None:
+        text = self.with_exec(tmp_path, True, chat_type="group")
+        tools, cli = text.index("## Tools"), text.index("## Credentialed CLIs")
+        assert tools < cli < text.index("## Safety")
+        assert "- exec: Run a shell command line with sh -c in a sandbox (bwrap)" in text
+        sandbox = text.split("## Sandbox\n", 1)[1].split("\n\n", 1)[0]
+        assert "workspace is /workspace" in sandbox and "Network: off" in sandbox
+        assert "30 s, 512 MiB of memory per process, 64 processes, 16 KiB" in sandbox
+        assert "waits for an owner to answer /approve or /deny" in sandbox
+        assert "tok-42-value" not in text
+
+    def test_not_offered_no_sections(self, tmp_path: Path) -> None:
+        text = self.with_exec(tmp_path, False)
+        assert "## Sandbox" not in text and "## Credentialed CLIs" not in text
+        assert "- exec:" not in text

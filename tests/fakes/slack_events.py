@@ -132,6 +132,12 @@ class EventSender:
     ) -> httpx.Response:
         return await self.send(event_callback(event, event_id=event_id), **kw)
 
+    async def send_interaction(self, payload: dict[str, Any]) -> httpx.Response:
+        """An interaction (a button click), form-encoded as ``payload=<json>`` like Slack."""
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded"} | self.headers(body)
+        return await self.client.post(self.path, content=body, headers=headers)
+
     async def send_command(self, command: str, *, user: str, channel: str) -> httpx.Response:
         """A slash command, form-encoded like Slack sends it."""
         form = {
@@ -147,3 +153,40 @@ class EventSender:
         body = urllib.parse.urlencode(form).encode()
         headers = {"Content-Type": "application/x-www-form-urlencoded"} | self.headers(body)
         return await self.client.post(self.path, content=body, headers=headers)
+
+
+def block_actions(
+    value: str,
+    *,
+    user: str = "UALICE",
+    channel: str = "C1",
+    message_ts: str = "",
+    thread_ts: str | None = None,
+    action_id: str = "loopgate_command_0",
+) -> dict[str, Any]:
+    """The interaction Slack sends when a button of one of our messages is clicked."""
+    message: dict[str, Any] = {"type": "message", "user": "UBOT", "ts": message_ts or next_ts()}
+    if thread_ts:
+        message["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions",
+        "team": {"id": "T1", "domain": "t1"},
+        "user": {"id": user, "username": user.lower(), "team_id": "T1"},
+        "api_app_id": "A1",
+        "token": "legacy-verification-token",
+        "container": {"type": "message", "message_ts": message["ts"], "channel_id": channel},
+        "trigger_id": f"trigger-{next_id()}",
+        "channel": {"id": channel, "name": "general"},
+        "message": message,
+        "response_url": "http://127.0.0.1:9/unused",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "b1",
+                "text": {"type": "plain_text", "text": value},
+                "value": value,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }

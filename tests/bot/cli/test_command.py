@@ -60,6 +60,17 @@ class TestCheckConfigCommand:
         done = self.run("--config", str(path))
         assert done.returncode == 0, done.stderr
         assert "configuration OK" in done.stdout
+        assert "tools.exec: off" in done.stdout
+
+    def test_says_whether_exec_is_offered_and_why_not(self, tmp_path: Path) -> None:
+        path = tmp_path / "exec.yaml"
+        path.write_text("tools:\n  exec: {enabled: true, sandbox: docker, image: nope:1}\n")
+        done = self.run("--config", str(path))
+        assert done.returncode == 0, done.stderr
+        line = done.stdout.splitlines()[-1]
+        assert line.startswith("tools.exec: ")
+        if "NOT offered" in line:  # no Docker here: the reason is given
+            assert "sandbox 'docker' unavailable: " in line
 
 
 class TestInProcess:

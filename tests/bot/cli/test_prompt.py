@@ -11,6 +11,8 @@ import pytest
 
 from agent_core import AgentType, PromptMode, Workspaces
 from agent_core.bootstrap import BOOTSTRAP_MD, SOUL_MD, USER_MD
+from agent_core.sandbox import BwrapSandbox
+from bot.agents.exec_setup import ExecRuntime
 from bot.cli.prompt import preview_files, render_prompt
 from bot.config import Config, parse_config
 
@@ -127,3 +129,31 @@ def test_custom_templates_are_previewed(tmp_path: Path) -> None:
     workspaces = Workspaces(tmp_path / "ws", "main", templates_dir=templates)
     files = {f.name: f.content for f in preview_files(workspaces, "alice", PromptMode.FULL)}
     assert files[USER_MD] == "Ask the user's name first."
+
+
+class TestExecSections:
+    """With ``tools.exec`` on and its sandbox working, the preview shows ``exec`` and prompt
+    sections 5 and 14 like a run would; an agent that disables it shows neither."""
+
+    def render(self, tmp_path: Path, **agent: object) -> str:
+        data = {
+            "agents": {"defaults": {"workspace": str(tmp_path)}, "list": [{"id": "main", **agent}]},
+            "tools": {
+                "exec": {"enabled": True, "credentials": {"gh": {"command": "gh", "env": {}}}}
+            },
+        }
+        config = parse_config(data, {})
+        runtime = ExecRuntime(config.tools.exec, BwrapSandbox())  # as a successful probe left it
+        return render_prompt(
+            config, "main", channel="slack", chat_type="group", exec_runtime=runtime
+        )
+
+    def test_offered(self, tmp_path: Path) -> None:
+        prompt = self.render(tmp_path)
+        assert {"credentialed_cli", "sandbox"} <= set(sections(prompt))
+        assert "- exec: Run a shell command line" in prompt
+
+    def test_disabled_for_the_agent(self, tmp_path: Path) -> None:
+        prompt = self.render(tmp_path, disabled_tools=["exec"])
+        assert not {"credentialed_cli", "sandbox"} & set(sections(prompt))
+        assert "- exec:" not in prompt
