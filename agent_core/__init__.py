@@ -54,6 +54,7 @@ from agent_core.stream_sanitize import safe_preview
 from agent_core.tools import FILE_TOOLS, SKILL_TOOLS, Tool, ToolRegistry
 from agent_core.tracing import Span, SpanKind, Trace, render_tree
 from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel
+from agent_core.usage import Charge, LlmCall, Reservation, UsageLimitReached, UsageMeter
 from agent_core.workspace import WorkspaceFull, save_inbox_file, user_workspace
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "AgentError",
     "AgentSettings",
     "AgentType",
+    "Charge",
     "CompactionSettings",
     "ContextFile",
     "Event",
@@ -74,6 +76,7 @@ __all__ = [
     "FileStamp",
     "ImagePart",
     "ImageUnreadable",
+    "LlmCall",
     "Loop",
     "MemoryDocument",
     "MemoryFlushSettings",
@@ -85,6 +88,7 @@ __all__ = [
     "PromptContext",
     "PromptMode",
     "PruningSettings",
+    "Reservation",
     "RunRequest",
     "RunResult",
     "RunStatus",
@@ -103,6 +107,8 @@ __all__ = [
     "Trace",
     "TraceStore",
     "Usage",
+    "UsageLimitReached",
+    "UsageMeter",
     "WorkspaceFull",
     "Workspaces",
     "add_self_evolution_tools",

@@ -52,6 +52,8 @@ from bot.storage import (
 from bot.storage.cron import SqlCronJobs
 from bot.storage.inbox import SqlInbox
 from bot.storage.memory_index import SqlMemoryIndex
+from bot.storage.usage import SqlUsage
+from bot.usage import Meter
 from channels import Channel
 from channels.local import LocalChannel
 
@@ -99,6 +101,7 @@ class Loopgate:
         self._evolution: EvolutionService | None = None
         self.scheduling: Scheduling | None = None
         """Scheduled jobs and heartbeats (bot/scheduling); None without the inbox."""
+        self._meter: Meter | None = None
 
     @property
     def gateway(self) -> Gateway:
@@ -112,6 +115,13 @@ class Loopgate:
         if self._evolution is None:
             raise RuntimeError("Loopgate is not started")
         return self._evolution
+
+    @property
+    def meter(self) -> Meter:
+        """Usage accounting, prices and limits of every model call (bot/usage)."""
+        if self._meter is None:
+            raise RuntimeError("Loopgate is not started")
+        return self._meter
 
     @property
     def db(self) -> Database:
@@ -141,6 +151,10 @@ class Loopgate:
         # the background; its agents run without its tools meanwhile.
         self._stack.push_async_callback(self.mcp.aclose)
         await self.mcp.start()
+        self._meter = meter = Meter(self.config, SqlUsage(self._db))
+        self._stack.push_async_callback(meter.store.flush)  # before the database closes
+        if self.cluster is not None:  # the limits' counters are shared by every process
+            meter.counters = self.cluster.usage_counters(meter.seed)
         router = AgentRouter(
             self.config,
             store=sessions,
@@ -154,6 +168,7 @@ class Loopgate:
             mcp=self.mcp,
             locks=self.cluster.locks if self.cluster is not None else None,
             cron=ChatCronJobs(cron_jobs) if cron_jobs is not None else None,
+            meter=meter,
         )
         # New or changed MCP tools reach each agent the next time it is resolved.
         self.mcp.on_change(lambda _server: router.invalidate())

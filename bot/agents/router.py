@@ -41,6 +41,7 @@ from agent_core import (
     Tool,
     ToolRegistry,
     TraceStore,
+    UsageMeter,
     add_self_evolution_tools,
     memory_tools,
 )
@@ -154,6 +155,7 @@ class AgentRouter:
         mcp: McpManager | None = None,
         locks: SharedLocks | None = None,
         cron: CronJobs | None = None,
+        meter: UsageMeter | None = None,
     ) -> None:
         """``providers`` replaces configured providers by name; ``agent_tools`` adds custom
         tools per agent id; ``hooks`` are the PreToolUse hooks of every agent; ``agent_store``
@@ -163,7 +165,8 @@ class AgentRouter:
         ``team_tasks``. The orchestration tools are offered once :attr:`orchestrator` is set.
         ``mcp`` gives each agent the tools of its MCP servers (``agents.<id>.mcp_servers``).
         ``locks``: the compaction and seeding locks shared with other processes (bot/cluster).
-        ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool."""
+        ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool.
+        ``meter``: prices each model call and checks usage limits (bot/usage)."""
         self.config = config
         self.store = store
         self.traces = traces
@@ -189,6 +192,7 @@ class AgentRouter:
         self.mcp = mcp
         self.locks = locks
         self.cron = cron
+        self.meter = meter
         self.orchestrator: Orchestrator | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
@@ -384,6 +388,7 @@ class AgentRouter:
             fallback=fallback,
             hooks=self.hooks,
             locks=self.locks,
+            meter=self.meter,
         )
 
     def add_orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:

@@ -48,6 +48,7 @@ from bot.config.root import (
     parse_config,
 )
 from bot.config.tools import McpConfig, SkillsConfig
+from bot.config.usage import BudgetConfig, PricingConfig, UsageConfig
 
 __all__ = [
     "ANTHROPIC_BASE_URL",
@@ -58,6 +59,7 @@ __all__ = [
     "AgentDefaults",
     "AgentsConfig",
     "BotConfig",
+    "BudgetConfig",
     "ChannelsConfig",
     "ClusterConfig",
     "CompactionConfig",
@@ -73,6 +75,7 @@ __all__ = [
     "McpConfig",
     "MediaConfig",
     "MemoryFlushConfig",
+    "PricingConfig",
     "ProviderConfig",
     "ProvidersConfig",
     "RedisConfig",
@@ -83,6 +86,7 @@ __all__ = [
     "SlackRateLimit",
     "TelegramConfig",
     "TelegramRateLimit",
+    "UsageConfig",
     "WebConfig",
     "ZaloConfig",
     "interpolate",

@@ -46,6 +46,7 @@ from bot.config.errors import ConfigFileError as ConfigFileError
 from bot.config.evolution import EvolutionConfig
 from bot.config.media import MediaConfig as MediaConfig
 from bot.config.tools import McpConfig, SkillsConfig
+from bot.config.usage import PricingConfig, UsageConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -105,6 +106,9 @@ class ProviderConfig(StrictModel):
     """Answer length cap; ``anthropic`` requires one and uses 4096 when unset."""
     thinking_budget: int | None = Field(None, ge=1024)
     """``anthropic`` only: enables extended thinking with this many budget tokens."""
+    pricing: PricingConfig | None = None
+    """USD per million tokens of this provider's models; unset: the genai-prices table
+    (docs/usage.md), and a model it doesn't know costs null."""
 
     @model_validator(mode="after")
     def _kind_defaults(self) -> ProviderConfig:
@@ -202,6 +206,7 @@ class Config(StrictModel):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    usage: UsageConfig = Field(default_factory=UsageConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""
