@@ -200,6 +200,7 @@ class Loopgate:
             access=AccessPolicy(self.config, PairingStore(self._db)),
             inbox=self.inbox,
             channel_ready=self.channel_starter.wait_up,
+            usage=meter.store,
         )
         self._gateway = gateway
         self._stack.push_async_callback(gateway.aclose)

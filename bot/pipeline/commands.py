@@ -1,4 +1,4 @@
-"""Chat commands handled before the queue: /stop, /stopall, /help, /reset."""
+"""Chat commands handled before the queue: /stop, /stopall, /help, /reset, /usage."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ class Command(enum.StrEnum):
     STOPALL = "stopall"
     RESET = "reset"
     HELP = "help"
+    USAGE = "usage"
 
 
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@(\S+))?\s*$")
@@ -20,6 +21,7 @@ HELP_TEXT = (
     "/stop — stop the answer in progress\n"
     "/stopall — stop everything in this chat and drop queued messages\n"
     "/reset — start a new conversation\n"
+    "/usage — your usage today and this month\n"
     "/help — this help"
 )
 

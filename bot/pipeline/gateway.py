@@ -46,6 +46,8 @@ from bot.pipeline.stop import StopService
 from bot.pipeline.streaming import StreamOptions, streaming_options
 from bot.pipeline.turn import TurnRunner
 from bot.storage.inbox import InboxEntry, SqlInbox
+from bot.storage.usage import SqlUsage
+from bot.usage.summary import user_summary
 from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
@@ -71,9 +73,12 @@ class Gateway:
         inbox: SqlInbox | None = None,
         channel_ready: Callable[[str], Awaitable[None]] | None = None,
         limiter: SenderLimiter | None = None,
+        usage: SqlUsage | None = None,
     ) -> None:
         """``inbox`` None: nothing is stored (the terminal chat, whose answers have nowhere to
-        go after a restart). ``channel_ready`` waits until a channel can send (replays)."""
+        go after a restart). ``channel_ready`` waits until a channel can send (replays).
+        ``usage``: the hourly usage rollup ``/usage`` reads (bot/usage)."""
+        self.usage = usage
         self.config = config
         self.router = router
         self.registry = registry
@@ -416,6 +421,10 @@ class Gateway:
             reply = await self.stop.command(
                 msg, channel, key, everything=command is Command.STOPALL
             )
+        elif command is Command.USAGE:
+            reply = "Usage is not recorded here."
+            if self.usage is not None:
+                reply = await user_summary(self.usage, f"{channel.name}:{msg.sender.id}")
         elif command is Command.RESET:
             await self.sessions.reset_session(key)
             reply = "New conversation started."

@@ -144,6 +144,26 @@ class TestAccounting:
         system = llm.chat_requests[0].json["messages"][0]["content"]
         assert "pricing: $2/Mtok input, $8/Mtok output, $0.5/Mtok cached input (config)" in system
 
+    async def test_usage_in_chat_shows_the_askers_own_day_and_month(
+        self, priced: Loopgate, llm: FakeLLM
+    ) -> None:
+        alice = ChatDriver(priced, ChatRef("web", "room", ChatType.GROUP))
+        llm.script(text("a", usage=(1000, 100)), text("b", usage=(5000, 500)))
+        await alice.ask("one")
+        await alice.ask("two", sender="bob")
+        await alice.send("/usage")
+        await alice.wait_for(lambda: len(alice.texts()) == 3)
+        month = datetime.now(UTC).strftime("%B %Y")
+        cost = (1000 * 2 + 100 * 8) / 1e6
+        assert alice.texts()[-1] == (
+            "Your usage here (UTC):\n"
+            f"today: 1,000 input + 100 output tokens, ${cost:.4f}, 1 run\n"
+            f"this month ({month}): 1,000 input + 100 output tokens, ${cost:.4f}, 1 run"
+        )
+        await alice.send("/usage", sender="carol")
+        await alice.wait_for(lambda: len(alice.texts()) == 4)
+        assert "today: 0 input + 0 output tokens, $0, 0 runs" in alice.texts()[-1]
+
 
 async def entries(app: Loopgate) -> list[Any]:
     """The entries not answered, oldest first."""
