@@ -152,7 +152,6 @@ class Loopgate:
         self._stack.push_async_callback(self.mcp.aclose)
         await self.mcp.start()
         self._meter = meter = Meter(self.config, SqlUsage(self._db))
-        self._stack.push_async_callback(meter.store.flush)  # before the database closes
         if self.cluster is not None:  # the limits' counters are shared by every process
             meter.counters = self.cluster.usage_counters(meter.seed)
         router = AgentRouter(

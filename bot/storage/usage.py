@@ -131,6 +131,7 @@ class SqlUsage:
         self._pending: dict[UsageKey, UsageTotals] = {}
         self._task: asyncio.Task[None] | None = None
         self._done = asyncio.Event()
+        db.flush_before_close(self.flush)
 
     def add(self, key: UsageKey, usage: UsageTotals) -> None:
         """Count ``usage`` in ``key``'s row; written behind the caller."""
