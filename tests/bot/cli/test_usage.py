@@ -26,14 +26,15 @@ def config(tmp_path: Path) -> Path:
         now = datetime.now(UTC)
         async with await open_database(url) as db:
             usage = SqlUsage(db)
+            old = now - timedelta(days=10)
             rows = [
-                (now, "main", "telegram:1", "gpt-4o-mini", UsageTotals.of_call(1000, 100, 400, 0.01, True)),
-                (now, "main", "slack:U2", "local", UsageTotals.of_call(500, 50, 0, None, True)),
-                (now - timedelta(days=10), "main", "telegram:1", "gpt-4o-mini", UsageTotals.of_call(7, 7, 0, 1.0, True)),
-            ]  # fmt: skip
-            for at, agent, user, model, totals in rows:
+                (now, "telegram:1", "gpt-4o-mini", UsageTotals.of_call(1000, 100, 400, 0.01, True)),
+                (now, "slack:U2", "local", UsageTotals.of_call(500, 50, 0, None, True)),
+                (old, "telegram:1", "gpt-4o-mini", UsageTotals.of_call(7, 7, 0, 1.0, True)),
+            ]
+            for at, user, model, totals in rows:
                 channel = user.split(":")[0]
-                usage.add(UsageKey(hour_of(at), agent, channel, user, "openai", model), totals)
+                usage.add(UsageKey(hour_of(at), "main", channel, user, "openai", model), totals)
 
     asyncio.run(seed())
     return path

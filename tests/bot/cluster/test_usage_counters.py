@@ -12,8 +12,6 @@ from bot.cluster.connection import RedisLink
 from bot.cluster.usage_counters import RedisUsageCounters
 from bot.usage.limits import Scope
 from channels import ChatRef, ChatType
-from tests.conftest import ChatDriver
-from tests.fakes.llm_server import FakeLLM, text
 from tests.cluster_support import (  # noqa: F401
     ClusterConfig,
     cluster_config,
@@ -23,6 +21,8 @@ from tests.cluster_support import (  # noqa: F401
     redis_prefix,
     shared_schema,
 )
+from tests.conftest import ChatDriver
+from tests.fakes.llm_server import FakeLLM, text
 
 pytestmark = [needs_redis]
 
