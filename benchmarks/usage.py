@@ -77,7 +77,7 @@ async def meter_rounds(
         convo = messages()
         counter.count(convo)  # counts are cached per message, as across a conversation's calls
         usage = Usage(3000, 200, 1000)
-        for r in range(rounds):
+        for _ in range(rounds):
             start = time.process_time()
             for n in range(calls):
                 request = RunRequest("s", "hi", f"web:u{n % 100}", channel="web")
@@ -88,7 +88,6 @@ async def meter_rounds(
                     await meter.store.flush()
             await meter.store.flush()
             per_call.append((time.process_time() - start) * 1000 / calls)
-            del r
     return per_call
 
 
