@@ -46,6 +46,9 @@ def llm_spans(trace: Trace) -> list[dict[str, Any]]:
 
 
 async def cli_report(app: Loopgate, *args: str) -> dict[str, Any]:
+    """``loopgate usage --json`` as another process runs it: it reads what the server wrote
+    (the server writes usage behind its runs, within a second; flushed here at once)."""
+    await app.meter.store.flush()
     out = io.StringIO()
     namespace = Namespace(since="1d", by="model", json=True)
     for arg in args:

@@ -256,6 +256,7 @@ async def test_usage_page_draws_the_days_and_matches_the_cli_and_the_api(
     )
     tg.push(tg.private_message("what is in my folder?", user_id=USER))
     await tg.wait_for(lambda: tg.texts() == ["Here you go."])
+    await served.app.meter.store.flush()  # written behind the runs, within a second
     out = io.StringIO()
     await usage_cli.run(served.app.config, Namespace(since="7d", by="user", json=True), out)
     cli = json.loads(out.getvalue())

@@ -77,3 +77,15 @@ async def test_totals_filter_by_period_agent_and_user(db: Database) -> None:  # 
     helper = await usage.total(since=today, agent_id="helper")
     assert helper.tokens == 200 and helper.cost_usd is None and helper.unpriced_calls == 1
     assert (await usage.total(since=NOW + timedelta(hours=2))).calls == 0
+
+
+async def test_increments_gather_before_one_write_unless_a_reader_asks(
+    db: Database,  # noqa: F811
+) -> None:
+    writer = SqlUsage(db, delay=30.0)  # nothing would be written for 30 s on its own
+    other = SqlUsage(db)  # another process's view: reads only what was written
+    writer.add(key(), call(100, 10, 0.01))
+    writer.add(key(), call(100, 10, 0.01))
+    assert (await other.total(since=NOW - timedelta(days=1))).calls == 0
+    assert (await writer.total(since=NOW - timedelta(days=1))).calls == 2  # flushed at once
+    assert (await other.total(since=NOW - timedelta(days=1))).calls == 2
