@@ -188,7 +188,9 @@ class Loop:
         )
         if state.stop_reason:
             trace.error = state.stop_reason
-        return await self._finish(request, trace, result, error=bool(state.stop_reason))
+        # A usage limit is not the agent's failure: its trace keeps its own status.
+        failed = bool(state.stop_reason) and status is not RunStatus.USAGE_LIMIT
+        return await self._finish(request, trace, result, error=failed)
 
     async def _finish(
         self, request: RunRequest, trace: Trace, result: RunResult, *, error: bool = False

@@ -109,7 +109,7 @@ async def test_refused_between_iterations_the_run_stops_and_keeps_what_it_did(
     roles = [m.role for m in store.sessions["s1"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert store.sessions["s1"][-1].content == "Limit reached. Resets soon."
-    assert store.traces[-1].status == "error"
+    assert store.traces[-1].status == "usage_limit"
 
 
 async def test_a_failed_call_releases_its_reservation(tmp_path: Path) -> None:

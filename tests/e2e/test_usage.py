@@ -214,7 +214,7 @@ class TestLimits:
             assert len(llm.chat_requests) == 1, "the second iteration was refused"
             assert "daily usage limit" in dm.texts()[-1]
             [trace] = await traces_of(app)
-            assert trace.status == "error"
+            assert trace.status == "usage_limit" and trace.error is not None
             assert trace.root.attributes["stop_reason"] == "usage_limit: usage.user_daily_tokens"
             assert [s.name for s in trace.spans if s.kind is SpanKind.TOOL] == ["list_files"]
             [entry] = await entries(app)
