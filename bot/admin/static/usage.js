@@ -18,8 +18,9 @@
       height: 220,
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
       scales: { x: { time: true } },
-      series: [{ label: "day" }, ...series],
-      axes: [{}, { size: 70 }],
+      series: [{ label: "day", value: "{YYYY}-{MM}-{DD}" }, ...series],
+      // one tick per day at most: the data are per UTC day
+      axes: [{ space: 50, incrs: [86400, 86400 * 7, 86400 * 30], values: "{M}/{D}" }, { size: 70 }],
     };
     const plot = new uPlot(options, [x, ...columns], target);
     target.dataset.points = String(x.length);
@@ -42,7 +43,15 @@
     ),
     chart(
       "cost-chart",
-      [{ label: "cost (USD)", stroke: "#9333ea", width: 2, value: (u, v) => (v == null ? "—" : v.toFixed(4)) }],
+      [
+        {
+          label: "cost (USD)",
+          stroke: "#9333ea",
+          fill: "rgba(147, 51, 234, 0.35)",
+          paths: uPlot.paths.bars({ size: [0.6, 40] }),
+          value: (u, v) => (v == null ? "—" : v.toFixed(4)),
+        },
+      ],
       [days.map((d) => d.cost_usd)],
     ),
   ].filter(Boolean);
