@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.errors import BotError
 from bot.storage.usage import DIMENSIONS, Dimension, SqlUsage, UsageRow
 
 _SINCE = re.compile(r"^\s*(\d+)\s*([hdw])\s*$")
@@ -14,7 +15,7 @@ _UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=
 DEFAULT_SINCE = "7d"
 
 
-class BadPeriod(ValueError):
+class BadPeriod(BotError, ValueError):
     """``--since`` / ``?since=`` is neither ``<n>h``, ``<n>d``, ``<n>w`` nor a date."""
 
 
