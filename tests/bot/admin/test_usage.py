@@ -85,3 +85,20 @@ async def test_the_page_shows_the_totals_and_embeds_the_report_for_its_charts(
             assert (await client.get(f"/admin/static/{name}")).status_code == 200
         bad = await client.get("/admin/usage", params={"since": "soon"})
         assert bad.status_code == 400 and "is not a period" in bad.text
+
+
+async def test_a_trace_page_shows_each_llm_calls_cost(tmp_path: Path, llm: FakeLLM) -> None:
+    from channels import ChatRef, ChatType
+    from tests.conftest import ChatDriver
+    from tests.fakes.llm_server import text
+
+    pricing = {"input_per_mtok": 2, "output_per_mtok": 8}
+    provider = {"openai": {"base_url": llm.base_url, "model": "fake-model", "pricing": pricing}}
+    async with Loopgate(admin_config(tmp_path, llm, providers=provider)) as app:
+        llm.script(text("hi", usage=(1000, 100)))
+        await ChatDriver(app, ChatRef("web", "dm", ChatType.DIRECT)).ask("hello")
+        async for client in client_of(app):
+            assert (await log_in(client)).status_code == 303
+            trace = (await client.get("/admin/api/traces?last=1")).json()["traces"][0]
+            page = (await client.get(f"/admin/traces/{trace['id']}")).text
+            assert '<span class="cost">$0.002800</span>' in page
