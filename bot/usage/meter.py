@@ -11,12 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import structlog
+
 from agent_core import Charge, LlmCall, Reservation, RunRequest, Usage, UsageLimitReached
 from bot.config import Config
 from bot.storage.usage import SqlUsage, UsageKey, UsageTotals, hour_of
 from bot.usage.counters import BudgetCounters, LocalCounters
 from bot.usage.limits import Scope, scopes_of
 from bot.usage.pricing import PriceBook
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +89,11 @@ class Meter:
             price = await self.prices.price(call.provider, call.model)
             if price is not None:
                 usd = price.cost(Usage(call.input_tokens, call.max_output_tokens))
-        refusal = await self.counters.admit(scopes, tokens, usd)
+        try:
+            refusal = await self.counters.admit(scopes, tokens, usd)
+        except Exception as exc:  # the rollup could not be read: let the call go, say so
+            log.warning("usage.check_failed", error=repr(exc), run_id=call.request.run_id)
+            return Reservation(call)
         if refusal is not None:
             scope, unit = refusal.scope, refusal.unit
             raise UsageLimitReached(scope.reason(unit), scope.notice(unit, now), scope.resets_at)

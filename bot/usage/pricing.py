@@ -89,7 +89,11 @@ class PriceBook:
                 self._known[key] = configured_price(config.pricing)
             else:
                 base_url = config.base_url if config is not None else None
-                found = await asyncio.to_thread(table_price, provider, base_url, model)
+                try:
+                    found = await asyncio.to_thread(table_price, provider, base_url, model)
+                except Exception as exc:  # a broken table prices nothing; it fails no run
+                    log.warning("usage.price_table_failed", model=model, error=repr(exc))
+                    found = None
                 if found is None:
                     log.warning("usage.unpriced_model", provider=provider, model=model)
                 self._known[key] = found

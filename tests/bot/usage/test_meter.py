@@ -85,3 +85,34 @@ async def test_the_counters_start_from_what_the_rollup_recorded(
     assert await restarted.price_note("openai", "gpt-x") == (
         "$1/Mtok input, $2/Mtok output, $1/Mtok cached input (config)"
     )
+
+
+async def test_a_check_that_fails_lets_the_call_go(db: Database) -> None:  # noqa: F811
+    m = meter(db, usage={"user_daily_tokens": 1})
+
+    class Broken:
+        async def admit(self, *args: object) -> None:
+            raise OSError("database unreachable")
+
+        async def settle(self, *args: object) -> None:
+            raise AssertionError("nothing was reserved")
+
+    m.counters = Broken()  # type: ignore[assignment]
+    held = await m.reserve(llm_call())
+    charge = await m.settle(held, Usage(10, 1))
+    assert charge.cost_usd is not None  # still priced and accounted
+
+
+async def test_a_broken_price_table_prices_nothing_and_fails_no_call(
+    db: Database,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bot.usage import pricing
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("table corrupt")
+
+    monkeypatch.setattr(pricing, "table_price", broken)
+    m = Meter(parse_config({}, {}), SqlUsage(db), clock=lambda: NOW)
+    charge = await m.settle(await m.reserve(llm_call()), Usage(10, 1))
+    assert (charge.cost_usd, charge.price_source) == (None, None)
