@@ -17,6 +17,13 @@ from agent_core.bootstrap import (
     Workspaces,
     truncate_for_prompt,
 )
+from agent_core.documents import (
+    DocumentEncrypted,
+    DocumentUnreadable,
+    ExtractedText,
+    document_kind,
+    extract_text,
+)
 from agent_core.errors import AgentError
 from agent_core.events import Event, EventBus, EventType, Subscriber
 from agent_core.hooks import PreToolUseHook
@@ -70,9 +77,12 @@ __all__ = [
     "Charge",
     "CompactionSettings",
     "ContextFile",
+    "DocumentEncrypted",
+    "DocumentUnreadable",
     "Event",
     "EventBus",
     "EventType",
+    "ExtractedText",
     "FileStamp",
     "ImagePart",
     "ImageUnreadable",
@@ -113,6 +123,8 @@ __all__ = [
     "Workspaces",
     "add_self_evolution_tools",
     "cancel_and_wait",
+    "document_kind",
+    "extract_text",
     "find_skills",
     "finish_despite_cancel",
     "is_no_reply",

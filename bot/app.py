@@ -31,6 +31,7 @@ from bot.evolution.service import EvolutionService
 from bot.maintenance import run_periodically
 from bot.pipeline.access import AccessPolicy, PairingStore
 from bot.pipeline.dedupe import DedupeStore
+from bot.pipeline.file_sender import ChatFileSender
 from bot.pipeline.gateway import Gateway
 from bot.pipeline.replay import SWEEP_EVERY_SECONDS, replay_pending, sweep
 from bot.pipeline.run_registry import ChildRegistration, LocalRunRegistry, RunRegistry
@@ -53,6 +54,7 @@ from bot.storage.cron import SqlCronJobs
 from bot.storage.inbox import SqlInbox
 from bot.storage.memory_index import SqlMemoryIndex
 from bot.storage.usage import SqlUsage
+from bot.telemetry.service import Telemetry
 from bot.usage import Meter
 from channels import Channel
 from channels.local import LocalChannel
@@ -81,6 +83,8 @@ class Loopgate:
         self.draining = False
         self._background: list[asyncio.Task[None]] = []
         self.events = EventBus()
+        self.telemetry = Telemetry(config.tracing)
+        """Metrics (``GET /metrics``) and the OTLP export of traces (docs/metrics.md)."""
         # Several processes on one Redis (docs/scaling.md); None: this process is the service.
         self.cluster: Cluster | None = None
         if config.redis.url:
@@ -143,6 +147,9 @@ class Loopgate:
         if self.cluster is not None:
             self._stack.push_async_callback(self.cluster.aclose)
             await self.cluster.start()
+        # Closed after the runs and before the database: the last runs' spans are sent.
+        self.telemetry.start()
+        self._stack.push_async_callback(self.telemetry.aclose)
         sessions = SqlSessionStore(self._db)
         orchestration = SqlOrchestrationStore(self._db)
         # Scheduled jobs need the inbox (their occurrences are inbox entries).
@@ -157,7 +164,7 @@ class Loopgate:
         router = AgentRouter(
             self.config,
             store=sessions,
-            traces=SqlTraceStore(self._db),
+            traces=self.telemetry.traces(SqlTraceStore(self._db)),
             events=self.events,
             providers=self._providers,
             agent_store=SqlAgentStore(self._db),
@@ -200,9 +207,12 @@ class Loopgate:
             inbox=self.inbox,
             channel_ready=self.channel_starter.wait_up,
             usage=meter.store,
+            metrics=self.telemetry.metrics,
         )
         self._gateway = gateway
         self._stack.push_async_callback(gateway.aclose)
+        # send_file reaches the run's chat through the gateway's channels (before any resolve).
+        router.files = ChatFileSender(gateway.channels, sent=dedupe)
         self.orchestrator = Orchestrator(
             router.resolve,
             self.events,

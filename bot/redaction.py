@@ -90,6 +90,8 @@ def secrets_of(config: Config) -> list[str]:
         config.admin.token,
         *(provider.api_key for provider in config.providers.all().values()),
         *config.mcp.secrets(),
+        *config.tools.web.search.secrets(),
+        *config.tracing.otlp.headers.values(),
     ]
     try:
         password = make_url(config.database.url).password

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -215,3 +216,53 @@ class PaceStore(Protocol):
 
     async def hold(self, name: str, seconds: float) -> None:
         """Grant nothing held under ``name`` for ``seconds`` (the platform's 429 said so)."""
+
+
+class FileRefused(ChannelError):
+    """The platform can't take this file from a bot (too large for its upload limit, an empty
+    file): nothing was sent. The message says why, for the agent and the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class SentFile:
+    """A file :meth:`FileSending.send_file` put in a chat, and how."""
+
+    message: MessageRef
+    how: Literal["photo", "document", "note"]
+    """``photo`` (shown as a picture), ``document`` (a file to download), or ``note``: the
+    platform can't carry the file, so the chat got a text note naming it instead."""
+
+
+@runtime_checkable
+class FileSending(Protocol):
+    """An adapter that can put a file in a chat (the ``send_file`` tool, issue 29)."""
+
+    async def send_file(
+        self,
+        chat: ChatRef,
+        path: Path,
+        *,
+        name: str,
+        mime: str,
+        caption: str = "",
+        reply_to: str | None = None,
+    ) -> SentFile:
+        """Send the file at ``path`` (already confined to the workspace by the caller) as
+        ``name``, with ``caption`` as plain text, where :meth:`Channel.send_text` would answer
+        (``reply_to``: the message answered, for threads). Raises :class:`FileRefused` for a
+        file over the platform's limits, before anything is uploaded; other
+        :class:`~channels.errors.ChannelError` as sending text does."""
+        ...
+
+
+@runtime_checkable
+class FileHost(Protocol):
+    """An adapter that offers files at short-lived links on the bot's own server, for a
+    platform that fetches what it sends by URL (Zalo's ``sendPhoto``). The bot's server routes
+    ``GET {files_path}…`` to :meth:`serve_file` (an empty ``files_path``: none offered)."""
+
+    files_path: str
+
+    async def serve_file(self, request: Request) -> Response:
+        """The file a link names, or 404 for a forged, expired or vanished one."""
+        ...

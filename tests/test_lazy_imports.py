@@ -124,6 +124,11 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     )
     assert "bot.pipeline.gateway" in modules and "agent_core.context_budget" in modules
     # croniter (with dateutil, about 5 MiB) only once a cron expression is scheduled.
-    assert not {m.split(".")[0] for m in modules} & {"redis", "tiktoken", "httpx_sse", "croniter"}
+    # trafilatura (with lxml, justext, htmldate...) only with the first HTML page web_fetch reads.
+    heavy = {"redis", "tiktoken", "httpx_sse", "croniter", "trafilatura", "lxml", "justext"}
+    assert not {m.split(".")[0] for m in modules} & heavy
+    # prometheus-client only once /metrics is asked; the OpenTelemetry SDK only with
+    # tracing.otlp.endpoint set (bot/telemetry).
+    assert not {m.split(".")[0] for m in modules} & {"prometheus_client", "opentelemetry"}
     assert "agent_core.providers._anthropic" not in modules
     assert "bot.scheduling.ticker" in modules  # the scheduler runs, without croniter

@@ -37,7 +37,9 @@ def _path_arg(args: dict[str, Any], tool: str, *, default: str | None = None) ->
     return value
 
 
-def _inside(ctx: ToolContext, tool: str, path: str, *, reading: bool = False) -> tuple[Path, Path]:
+def resolve_tool_path(
+    ctx: ToolContext, tool: str, path: str, *, reading: bool = False
+) -> tuple[Path, Path]:
     """``(root, target)``: a relative ``path`` means the workspace; an absolute one may also
     point into one of ``ctx.extra_roots`` (a team workspace, the agent's own workspace) and,
     when ``reading``, into one of ``ctx.read_roots`` (a shared skill's folder)."""
@@ -74,7 +76,7 @@ def _in_read_root(ctx: ToolContext, path: str) -> tuple[Path, Path] | None:
 
 
 async def _read_file(args: dict[str, Any], ctx: ToolContext) -> str:
-    _, target = _inside(ctx, "read_file", _path_arg(args, "read_file"), reading=True)
+    _, target = resolve_tool_path(ctx, "read_file", _path_arg(args, "read_file"), reading=True)
     if not target.is_file():
         raise ToolError("read_file", f"no such file: {args['path']}")
     try:
@@ -102,7 +104,7 @@ async def _write_file(args: dict[str, Any], ctx: ToolContext) -> str:
             f"content is {len(data)} bytes, over the limit of {ctx.max_file_bytes} bytes per "
             "file; nothing was written. Write less, or split it over several smaller files.",
         )
-    root, target = _inside(ctx, "write_file", path)  # the quota is that of ``root``
+    root, target = resolve_tool_path(ctx, "write_file", path)  # the quota is that of ``root``
     if target == root:
         raise ToolError("write_file", "path must name a file, not the workspace itself")
     if target.is_dir():
@@ -137,7 +139,7 @@ async def _write_file(args: dict[str, Any], ctx: ToolContext) -> str:
 
 async def _list_files(args: dict[str, Any], ctx: ToolContext) -> str:
     path = _path_arg(args, "list_files", default=".")
-    root, target = _inside(ctx, "list_files", path or ".", reading=True)
+    root, target = resolve_tool_path(ctx, "list_files", path or ".", reading=True)
     if not target.exists():
         return "(empty)" if target == root else f"no such directory: {path}"
     if not target.is_dir():

@@ -80,6 +80,8 @@ def render_prompt(
     settings = router.settings(agent_id)
     tools = router.tools.clone()
     router.add_orchestration_tools(settings, tools)
+    for tool in router.web.tools:  # tools.web: built without a connection, nothing to close
+        tools.register(tool)
     prompt_mode = PromptMode(mode)
     workspaces = Workspaces(
         settings.workspace,

@@ -3,8 +3,9 @@
 The bottom of ``bot``: nothing here imports another ``bot`` package (an import-linter contract
 in ``pyproject.toml`` holds it). One module per section: :mod:`.base` (the strict base model and
 shared field types), :mod:`.agents`, :mod:`.channels`, :mod:`.tools`, :mod:`.admin`,
-:mod:`.cluster`, :mod:`.evolution`; :mod:`.root` holds the root :class:`Config`, the smaller
-sections and the loader (``${VAR}`` interpolation, errors that name the key path).
+:mod:`.cluster`, :mod:`.evolution`, :mod:`.tracing`; :mod:`.root` holds the root
+:class:`Config`, the smaller sections and the loader (``${VAR}`` interpolation, errors that
+name the key path).
 """
 
 from bot.config.admin import AdminConfig
@@ -48,6 +49,7 @@ from bot.config.root import (
     parse_config,
 )
 from bot.config.tools import McpConfig, SkillsConfig
+from bot.config.tracing import OtlpConfig, TracingConfig
 from bot.config.usage import BudgetConfig, PricingConfig, UsageConfig
 
 __all__ = [
@@ -75,6 +77,7 @@ __all__ = [
     "McpConfig",
     "MediaConfig",
     "MemoryFlushConfig",
+    "OtlpConfig",
     "PricingConfig",
     "ProviderConfig",
     "ProvidersConfig",
@@ -86,6 +89,7 @@ __all__ = [
     "SlackRateLimit",
     "TelegramConfig",
     "TelegramRateLimit",
+    "TracingConfig",
     "UsageConfig",
     "WebConfig",
     "ZaloConfig",

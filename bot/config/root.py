@@ -45,7 +45,8 @@ from bot.config.cron import HeartbeatConfig as HeartbeatConfig
 from bot.config.errors import ConfigFileError as ConfigFileError
 from bot.config.evolution import EvolutionConfig
 from bot.config.media import MediaConfig as MediaConfig
-from bot.config.tools import McpConfig, SkillsConfig
+from bot.config.tools import McpConfig, SkillsConfig, ToolsConfig
+from bot.config.tracing import TracingConfig as TracingConfig
 from bot.config.usage import PricingConfig, UsageConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
@@ -207,6 +208,8 @@ class Config(StrictModel):
     cron: CronConfig = Field(default_factory=CronConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     usage: UsageConfig = Field(default_factory=UsageConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     def semantic_problems(self) -> list[str]:
         """Checks that span several keys, reported with the key path like schema errors."""

@@ -14,6 +14,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from agent_core.mcp import ServerSpec
 from bot.config.base import Duration, StrictModel
+from bot.config.web_tools import WebToolsConfig
 
 # The name prefixes its tools as ``<server>__<tool>``: short enough to leave room for the
 # tool's own name in the 64 characters providers allow, and without "__" (checked below).
@@ -102,3 +103,10 @@ class McpConfig(StrictModel):
 class SkillsConfig(StrictModel):
     paths: list[Path] = Field(default_factory=list)
     """Folders of skills shared by every agent (besides each workspace's ``skills/``)."""
+
+
+class ToolsConfig(StrictModel):
+    """``tools``: settings of built-in tools."""
+
+    web: WebToolsConfig = Field(default_factory=WebToolsConfig)
+    """``web_fetch`` and ``web_search`` (bot/config/web_tools.py, docs/web.md)."""

@@ -1,5 +1,6 @@
-"""The HTTP server: health check, the local web chat (page + WebSocket), platform webhooks, and
-the operator dashboard under ``/admin`` (:mod:`bot.admin`, only with ``admin.token`` set).
+"""The HTTP server: health check, metrics (:mod:`bot.http.metrics`), the local web chat (page +
+WebSocket), platform webhooks, and the operator dashboard under ``/admin`` (:mod:`bot.admin`,
+only with ``admin.token`` set).
 
 Every POST body is bounded (``server.max_body_bytes``, :mod:`bot.http.body_limit`); the web chat is
 open on loopback only, and needs ``web.token`` elsewhere (:mod:`bot.http.web_auth`).
@@ -27,6 +28,7 @@ from bot.admin.app import admin_routes
 from bot.app import Loopgate
 from bot.http.body_limit import BodyLimit
 from bot.http.health import health_report
+from bot.http.metrics import metrics_route
 from bot.http.web_auth import (
     DISABLED_PAGE,
     TokenAuth,
@@ -37,7 +39,15 @@ from bot.http.web_auth import (
 )
 from bot.pipeline.session_keys import session_key
 from bot.redaction import redact_tree
-from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender, WebhookReceiver
+from channels import (
+    ChatRef,
+    ChatType,
+    FileHost,
+    InboundMessage,
+    NotAccepted,
+    Sender,
+    WebhookReceiver,
+)
 from channels.local import Outbound
 
 log = structlog.get_logger(__name__)
@@ -129,9 +139,21 @@ def create_app(
                 return await channel.handle_webhook(request)
         return JSONResponse({"error": "no enabled channel receives webhooks here"}, 404)
 
+    async def hosted_file(request: Request) -> Response:
+        # A platform fetching a file the bot sent it by link (Zalo's sendPhoto).
+        for channel in loopgate.gateway.channels.values():
+            if (
+                isinstance(channel, FileHost)
+                and channel.files_path
+                and request.url.path.startswith(channel.files_path)
+            ):
+                return await channel.serve_file(request)
+        return Response(status_code=404)
+
     return Starlette(
         routes=[
             Route("/healthz", healthz),
+            metrics_route(loopgate),  # GET /metrics, behind admin.token when it is set
             Route("/", index),
             Route("/login", login_form, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
@@ -139,6 +161,8 @@ def create_app(
             *admin_routes(loopgate),  # /admin, only with admin.token set
             # POST /telegram/webhook, /slack/events, /zalo/webhook: whichever channel claims it.
             Route("/{path:path}", webhook, methods=["POST"]),
+            # GET /zalo/files/…: a file a channel offers by link (FileHost).
+            Route("/{channel}/files/{rest:path}", hosted_file, methods=["GET"]),
         ],
         middleware=[Middleware(BodyLimit, max_bytes=config.server.max_body_bytes)],
         lifespan=lifespan,

@@ -47,6 +47,7 @@ from bot.pipeline.streaming import StreamOptions, streaming_options
 from bot.pipeline.turn import TurnRunner
 from bot.storage.inbox import InboxEntry, SqlInbox
 from bot.storage.usage import SqlUsage
+from bot.telemetry.metrics import Metrics
 from bot.usage.summary import user_summary
 from channels import Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
@@ -74,10 +75,12 @@ class Gateway:
         channel_ready: Callable[[str], Awaitable[None]] | None = None,
         limiter: SenderLimiter | None = None,
         usage: SqlUsage | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         """``inbox`` None: nothing is stored (the terminal chat, whose answers have nowhere to
         go after a restart). ``channel_ready`` waits until a channel can send (replays).
-        ``usage``: the hourly usage rollup ``/usage`` reads (bot/usage)."""
+        ``usage``: the hourly usage rollup ``/usage`` reads (bot/usage). ``metrics``: the
+        service's, where each turn's outcome is counted."""
         self.usage = usage
         self.config = config
         self.router = router
@@ -112,6 +115,7 @@ class Gateway:
             channel_ready=channel_ready,
             cron_history_turns=config.cron.history_turns,
             media=config.media,
+            metrics=metrics or Metrics(),
         )
         self.bursts = Bursts(config.bot, registry, self.turns, inbox=inbox)
         self.stop = StopService(config, registry, self.bursts)

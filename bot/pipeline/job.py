@@ -21,6 +21,7 @@ CRON_JOB = "cron_job"
 """Metadata key of a scheduled job's turn (``bot/scheduling``): the job's id."""
 CRON_SCHEDULE = "cron_schedule"  # the job's schedule, as written
 CRON_AT = "cron_at"  # the occurrence's scheduled time (ISO 8601)
+QUEUE_FULL = "queue full (bot.queue_cap)"  # the drop reason of a job its chat had no room for
 
 
 def ended_ok(result: RunResult | None) -> bool:
@@ -55,7 +56,7 @@ class Job:
     """Stored as ``running`` already (it was to start at once): no second write for it."""
     outcome: tuple[InboxState, str | None] | None = None
     """How the turn ends, once its answer (or apology, or silence) is fully delivered."""
-    drop_reason: str = "queue full (bot.queue_cap)"
+    drop_reason: str = QUEUE_FULL
     stream: StreamOptions | None = None
     """How this answer streams (``channels.<name>.streaming``), None: sent whole when done."""
     interrupted: bool = False

@@ -33,12 +33,14 @@ from bot.pipeline.delivery import deliver, send_with_retry
 from bot.pipeline.job import CRON_AT, CRON_JOB, CRON_SCHEDULE, Job, ended_ok
 from bot.pipeline.leftovers import remove_previews, sent_lookup
 from bot.pipeline.media import FetchedMedia, fetch_media
+from bot.pipeline.outcomes import dropped_outcome, turn_outcome
 from bot.pipeline.reactions import ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
 from bot.pipeline.streaming import StreamedReply
 from bot.pipeline.streaming.reply import StreamClock
 from bot.pipeline.typing_indicator import TypingIndicator
 from bot.storage.inbox import EntryTakenOver, InboxState, SqlInbox
+from bot.telemetry.metrics import Metrics
 from channels import (
     Channel,
     InboundMessage,
@@ -70,6 +72,8 @@ class TurnRunner:
     cron_history_turns: int = 0
     """Past turns a scheduled job's run sees (``cron.history_turns``)."""
     media: MediaConfig = field(default_factory=MediaConfig)
+    metrics: Metrics = field(default_factory=Metrics)
+    """Where each turn's outcome is counted (``GET /metrics``)."""
 
     async def run(self, job: Job) -> None:
         """The scheduler's step: ``job``'s turn, in the channel it came from."""
@@ -83,6 +87,7 @@ class TurnRunner:
 
     async def dropped(self, job: Job) -> None:
         """``job`` will not run (queue full, ``/stopall``): its reaction and entries end."""
+        self.metrics.turn_ended(job.message.chat.channel, dropped_outcome(job))
         await job.reactions.finish(ok=False)
         if self.inbox is not None:
             entries = [e for e in (job.inbox_id, *job.absorbed) if e is not None]
@@ -170,6 +175,7 @@ class TurnRunner:
             await typing.stop()
             await job.reactions.finish(ok=ended_ok(result))
             await self._record_end(job, end)
+            self.metrics.turn_ended(msg.chat.channel, turn_outcome(job, end))
             job.settle(result)
 
     async def _start_entry(self, job: Job) -> bool:

@@ -378,6 +378,20 @@ class SqlInbox:
             found = {state: int(count) for state, count in rows.all()}
         return {state.value: found.get(state.value, 0) for state in PENDING}
 
+    async def backlog(self) -> tuple[dict[str, int], datetime | None]:
+        """:meth:`counts`, and when the oldest pending entry was stored (None: none pending),
+        in one query (``/metrics``)."""
+        async with self._db.sessionmaker() as s:
+            rows = await s.execute(
+                select(InboxRow.state, func.count(), func.min(InboxRow.created_at))
+                .where(InboxRow.state.in_([s.value for s in PENDING]))
+                .group_by(InboxRow.state)
+            )
+            found = {state: (int(count), oldest) for state, count, oldest in rows.all()}
+        counts = {state.value: found.get(state.value, (0, None))[0] for state in PENDING}
+        oldest = [when for _, when in found.values() if when is not None]
+        return counts, min(oldest) if oldest else None
+
     async def prune(self, older_than: timedelta = timedelta(days=7)) -> int:
         """Forget ended entries older than ``older_than``; returns how many."""
         cutoff = utcnow() - older_than

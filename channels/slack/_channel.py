@@ -22,6 +22,7 @@ import asyncio
 import time
 from collections.abc import Coroutine
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -32,12 +33,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from channels.errors import BadRequest, ChannelError, Forbidden
-from channels.protocol import InboundHandler, PaceStore, PlatformStream, SeenStore
+from channels.protocol import InboundHandler, PaceStore, PlatformStream, SeenStore, SentFile
 from channels.slack._errors import (
     FATAL_AUTH_ERRORS,
     slack_error_code,
     translate_slack_errors,
 )
+from channels.slack._files import upload_file
 from channels.slack._inbound import InboundNormalizer
 from channels.slack._normalize import slack_emoji_name
 from channels.slack._pacing import PostPacer
@@ -235,6 +237,29 @@ class SlackChannel:
             self.inbound.join_thread(chat.chat_id, thread_ts)
             self.status.replied(chat.chat_id, thread_ts)
         return MessageRef(chat=chat, message_id=str(response.get("ts") or ""))
+
+    async def send_file(
+        self,
+        chat: ChatRef,
+        path: Path,
+        *,
+        name: str,
+        mime: str,
+        caption: str = "",
+        reply_to: str | None = None,
+    ) -> SentFile:
+        """:class:`~channels.protocol.FileSending`: ``files_upload_v2`` where :meth:`send_text`
+        would post (the same thread), the caption as its comment (:mod:`channels.slack._files`)."""
+        thread_ts = chat.thread_id
+        if thread_ts is None and reply_to and chat.chat_type is ChatType.GROUP:
+            thread_ts = reply_to if self.settings.reply_in_thread else None
+        await self.pace(chat.chat_id)
+        sent = await upload_file(
+            self.client, chat, path, name=name, mime=mime, caption=caption, thread_ts=thread_ts
+        )
+        if thread_ts:
+            self.inbound.join_thread(chat.chat_id, thread_ts)
+        return sent
 
     async def find_sent(
         self, chat: ChatRef, text: str, *, since: float, reply_to: str | None = None

@@ -15,10 +15,12 @@ httpx, read when the session opens.
 from __future__ import annotations
 
 import asyncio
+import io
 from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
+from aiohttp.payload import TOO_LARGE_BYTES_BODY
 from telegram._utils.defaultvalue import DefaultValue
 from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TimedOut
@@ -196,6 +198,10 @@ class AiohttpRequest(BaseRequest):
             for name, value in (params or {}).items():
                 form.add_field(name, value)
             for name, (filename, content, mimetype) in files.items():
+                # Over 1 MiB, raw bytes make aiohttp warn that the body blocks the event loop;
+                # a file object is streamed in chunks instead (an upload of send_file).
+                if isinstance(content, bytes) and len(content) > TOO_LARGE_BYTES_BODY:
+                    content = io.BytesIO(content)
                 form.add_field(name, content, filename=filename, content_type=mimetype)
             body = form
         elif params:

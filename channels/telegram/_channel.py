@@ -28,6 +28,7 @@ import json
 import secrets
 import time
 from contextlib import suppress
+from pathlib import Path
 
 import structlog
 from starlette.requests import Request
@@ -43,6 +44,7 @@ from channels.protocol import (
     PlatformStream,
     PollGate,
     SeenStore,
+    SentFile,
     StateStore,
 )
 from channels.telegram._aiohttp_request import AiohttpRequest
@@ -51,6 +53,7 @@ from channels.telegram._errors import (
     UnknownTokenOrMethod,
     translate_telegram_errors,
 )
+from channels.telegram._files import TelegramFiles
 from channels.telegram._migrations import ChatMigrations
 from channels.telegram._normalize import BotIdentity, Skipped, normalize_update
 from channels.telegram._options import TelegramOptions
@@ -118,6 +121,7 @@ class TelegramChannel:
         self.sender = TelegramSender(
             self.bot, self.pacer, self.migrations, retry_backoff=options.retry_backoff
         )
+        self.files = TelegramFiles(self.sender)
         self._admins: dict[str, tuple[float, frozenset[str]]] = {}
         self._initialized = False
         self.drafts = options.drafts
@@ -287,6 +291,22 @@ class TelegramChannel:
     ) -> list[MessageRef]:
         """Send ``text`` as it is (no markup), split when Telegram finds it too long."""
         return await self.sender.send(chat, text, reply_to, None)
+
+    async def send_file(
+        self,
+        chat: ChatRef,
+        path: Path,
+        *,
+        name: str,
+        mime: str,
+        caption: str = "",
+        reply_to: str | None = None,
+    ) -> SentFile:
+        """:class:`~channels.protocol.FileSending`: ``sendPhoto`` or ``sendDocument``
+        (:mod:`channels.telegram._files`, which holds Telegram's limits)."""
+        return await self.files.send_file(
+            chat, path, name=name, mime=mime, caption=caption, reply_to=reply_to
+        )
 
     async def edit_text(self, message: MessageRef, text: str) -> None:
         """Replace a sent message's text by ``text`` (Telegram HTML, like :meth:`send_text`).

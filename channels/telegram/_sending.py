@@ -141,6 +141,20 @@ class TelegramSender:
 
         return await self._paced(chat, chat_id, call, retry_timeouts=False)
 
+    async def send_upload(
+        self, chat: ChatRef, upload: Callable[[str], Awaitable[Message]]
+    ) -> Message:
+        """One file upload (``upload(chat_id)``: sendPhoto, sendDocument) under a send's rules:
+        paced, a group that became a supergroup followed, a timeout not retried (the file may
+        have arrived)."""
+        chat_id = await self.migrations.resolve(chat.chat_id)
+        try:
+            return await self._paced(chat, chat_id, lambda: upload(chat_id), retry_timeouts=False)
+        except ChatMigrated as exc:
+            new_id = str(exc.new_chat_id)
+            await self.migrations.remember(chat_id, new_id)
+            return await self._paced(chat, new_id, lambda: upload(new_id), retry_timeouts=False)
+
     async def _paced(
         self,
         chat: ChatRef,

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import mimetypes
 import re
 import secrets
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 import structlog
@@ -31,7 +33,7 @@ from starlette.responses import JSONResponse, Response
 
 from channels.errors import ChannelError, NotAccepted, RetryAfter
 from channels.intake import Intake, already_seen, remember_seen
-from channels.protocol import InboundHandler, PollGate, SeenStore
+from channels.protocol import InboundHandler, PollGate, SeenStore, SentFile
 from channels.types import Capabilities, ChatRef, ChatType, InboundMessage, MessageRef, Sender
 from channels.zalo._client import ZaloBotClient
 from channels.zalo._errors import (
@@ -40,6 +42,8 @@ from channels.zalo._errors import (
     ZaloServerError,
     ZaloTokenInvalid,
 )
+from channels.zalo._files import PHOTO_TYPES, read_picture, send_zalo_file
+from channels.zalo._photo_links import FILES_PATH, PhotoLinks
 from channels.zalo._types import BotInfo, ZaloEvent, ZaloMessage, ZaloUpdate, parse_updates
 
 log = structlog.get_logger(__name__)
@@ -92,6 +96,13 @@ class ZaloChannel:
         self.seen = seen
         # The bot's server routes POST {webhook_path} here; in polling mode nothing matches.
         self.webhook_path = WEBHOOK_PATH if settings.mode == "webhook" else ""
+        # Only a public server (webhook mode) can offer Zalo a picture to fetch for sendPhoto.
+        self.photo_links = (
+            PhotoLinks(settings.webhook_url, settings.webhook_secret)
+            if settings.mode == "webhook" and settings.webhook_url and settings.webhook_secret
+            else None
+        )
+        self.files_path = FILES_PATH if self.photo_links is not None else ""
         self.bot: BotInfo | None = None
         self._handler: InboundHandler | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -379,6 +390,40 @@ class ZaloChannel:
         # Zalo has no reply-to-message; the chunk goes to the chat.
         sent = await self.client.send_message(chat.chat_id, text)
         return MessageRef(chat, sent.message_id)
+
+    async def send_file(
+        self,
+        chat: ChatRef,
+        path: Path,
+        *,
+        name: str,
+        mime: str,
+        caption: str = "",
+        reply_to: str | None = None,
+    ) -> SentFile:
+        """:class:`~channels.protocol.FileSending`: ``sendPhoto`` from a signed link in webhook
+        mode, else a note naming the file (:mod:`channels.zalo._files`)."""
+        return await send_zalo_file(
+            self.client, self.photo_links, chat, path, name=name, mime=mime, caption=caption
+        )
+
+    async def serve_file(self, request: Request) -> Response:
+        """:class:`~channels.protocol.FileHost`: ``GET /zalo/files/{token}/{name}``, the
+        picture a signed link names (Zalo fetching a ``sendPhoto``); 404 for a forged or
+        expired link or a file gone since."""
+        token = request.url.path.removeprefix(FILES_PATH).split("/", 1)[0]
+        path = self.photo_links.resolve(token) if self.photo_links is not None else None
+        if path is None:
+            return Response(status_code=404)
+        mime = mimetypes.guess_type(path.name)[0] or ""
+        if mime not in PHOTO_TYPES:
+            return Response(status_code=404)
+        try:
+            data = await asyncio.to_thread(read_picture, path)
+        except OSError:  # gone, or a link swapped in since it was signed
+            return Response(status_code=404)
+        log.info("zalo.photo_fetched", bytes=len(data))
+        return Response(data, media_type=mime)
 
     async def set_typing(self, chat: ChatRef) -> None:
         await self.client.send_chat_action(chat.chat_id, "typing")

@@ -212,6 +212,15 @@ def test_secrets_of_lists_every_configured_secret() -> None:
             "mcp": {
                 "servers": {"s": {"command": "x", "env": {"API_KEY": "mcp-env-1", "PORT": "80"}}}
             },
+            "tools": {
+                "web": {
+                    "search": {
+                        "provider": "brave",
+                        "brave": {"api_key": "brave-key-1"},
+                        "tavily": {"api_key": "tvly-key-1"},
+                    }
+                }
+            },
         },
         {},
     )
@@ -228,6 +237,8 @@ def test_secrets_of_lists_every_configured_secret() -> None:
         "sk-openai-1",
         "sk-other-1",
         "mcp-env-1",
+        "brave-key-1",
+        "tvly-key-1",
         "db-pass-1",
         "redis-pass-1",
     }

@@ -160,7 +160,9 @@ class TestWebhooksDuringADrain:
                     return response.status_code
 
                 assert await post(6001, "a long job", 7) == 200
-                await wait_until(lambda: app.registry.active_runs == 1)
+                # Until the model has the request, a /stop would leave the scripted delay for
+                # the next process's run (a run is active before its first model call).
+                await wait_until(lambda: app.registry.active_runs == 1 and llm.chat_requests)
                 drain = asyncio.create_task(app.drain(grace=600))
                 await wait_until(lambda: app.draining)
                 # Taken (200), not refused with a 503 that Telegram would retry much later.

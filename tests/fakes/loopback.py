@@ -34,7 +34,10 @@ class LoopbackServer:
         ws: Literal["none", "auto", "websockets", "websockets-sansio"] = "none",
         graceful_shutdown: float = 5.0,
         ws_ping_interval: float | None = 20.0,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
     ) -> None:
+        """``ssl_certfile``/``ssl_keyfile``: serve HTTPS with this certificate (PEM files)."""
         self.name = name
         self._config = uvicorn.Config(
             app,
@@ -47,6 +50,8 @@ class LoopbackServer:
             ws=ws,
             ws_ping_interval=ws_ping_interval,
             timeout_graceful_shutdown=int(graceful_shutdown),
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
         )
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None

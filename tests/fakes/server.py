@@ -53,6 +53,10 @@ class FakeServer:
     async def before_stop(self) -> None:
         """Release what the fake holds (sockets, held answers); ``closing`` is already set."""
 
+    def server_options(self) -> dict[str, Any]:
+        """Extra :class:`LoopbackServer` options (``ssl_certfile``/``ssl_keyfile`` for HTTPS)."""
+        return {}
+
     def timeout_detail(self) -> str:
         """What a :meth:`wait_for` that timed out adds to its message (the last requests)."""
         return ""
@@ -93,6 +97,7 @@ class FakeServer:
             ws=self.ws,
             ws_ping_interval=self.ws_ping_interval,
             graceful_shutdown=self.graceful_shutdown,
+            **self.server_options(),
         )
         self._port = await self._loopback.start()
 

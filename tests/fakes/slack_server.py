@@ -13,7 +13,9 @@ slack-bolt clients talk to it through ``base_url``::
 
 Web API methods: auth.test, chat.postMessage, chat.update, chat.delete, chat.startStream /
 appendStream / stopStream, reactions.add/remove (``already_reacted`` / ``no_reaction``),
-assistant.threads.setStatus, conversations.replies/history/info, users.info and
+assistant.threads.setStatus, conversations.replies/history/info, users.info, the three steps
+of ``files_upload_v2`` (files.getUploadURLExternal, a POST of the bytes to the upload URL it
+gives, files.completeUploadExternal: the shared files land in :attr:`FakeSlack.files`) and
 apps.connections.open, which hands out ``ws://127.0.0.1:<port>/socket-mode``. A bot token other
 than ``bot_token`` gets ``invalid_auth`` (so does every token after :meth:`revoke`). Message
 timestamps are real-clock ``seconds.micros`` like Slack's, so ``oldest`` filters work.
@@ -69,6 +71,7 @@ __all__ = [
     "EventSender",
     "FakeSlack",
     "Post",
+    "SharedFile",
     "app_mention_event",
     "event_callback",
     "message_event",
@@ -90,6 +93,27 @@ class Post:
     text: str
     thread_ts: str | None
     ts: str
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """A file uploaded with ``files_upload_v2`` and shared by ``files.completeUploadExternal``."""
+
+    id: str
+    filename: str
+    title: str
+    data: bytes
+    channel: str
+    thread_ts: str | None
+    initial_comment: str
+    ts: str  # the message that shows it
+
+
+@dataclass
+class _PendingUpload:
+    filename: str
+    length: int
+    data: bytes | None = None
 
 
 @dataclass
@@ -148,12 +172,15 @@ class FakeSlack(FakeServer):
     """Seconds a stream started from now on stays open; Slack ends one after about 5 minutes."""
     latency: dict[str, float] = field(default_factory=dict)
     """Seconds a method takes before Slack carries it out (a slow or busy Slack), by method."""
+    files: list[SharedFile] = field(default_factory=list)
+    """Files shared in a conversation (``files_upload_v2``'s three steps), in order."""
 
     def __post_init__(self) -> None:
         FakeServer.__init__(self)
         self._failures: dict[str, deque[_Failure]] = {}
         self._socket: WebSocket | None = None
         self._streams: dict[tuple[str, str], _Stream] = {}
+        self._uploads: dict[str, _PendingUpload] = {}
 
     # -- control ---------------------------------------------------------------------------
 
@@ -379,6 +406,74 @@ class FakeSlack(FakeServer):
             return {"ok": False, "error": refusal}
         return key
 
+    # -- files_upload_v2: get an upload URL, POST the bytes there, complete ------------------
+
+    def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        filename = str(args.get("filename") or "")
+        length = str(args.get("length") or "")
+        if not filename or not length.isdigit() or int(length) <= 0:
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F{next_id()}"
+        self._uploads[file_id] = _PendingUpload(filename, int(length))
+        url = f"http://127.0.0.1:{self.port}/upload/v1/{file_id}"
+        return {"upload_url": url, "file_id": file_id}
+
+    async def _upload(self, request: Request) -> Response:
+        pending = self._uploads.get(request.path_params["file_id"])
+        if pending is None:
+            return Response("not found", status_code=404)
+        data = await request.body()
+        if len(data) != pending.length:  # the length announced in getUploadURLExternal
+            return Response("length mismatch", status_code=400)
+        pending.data = data
+        self.changed()
+        return Response(f"OK - {len(data)}", media_type="text/plain")
+
+    def _m_files_completeUploadExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        items = json.loads(str(args.get("files") or "[]"))
+        channel = str(args.get("channel_id") or "")
+        thread_ts = str(args["thread_ts"]) if args.get("thread_ts") else None
+        comment = str(args.get("initial_comment") or "")
+        if not items:
+            return {"ok": False, "error": "invalid_arguments"}
+        for item in items:
+            pending = self._uploads.get(str(item.get("id")))
+            if pending is None or pending.data is None:
+                return {"ok": False, "error": "file_not_found"}
+        message = self._add_message(channel, comment, thread_ts) if channel else None
+        done = []
+        for item in items:
+            file_id = str(item["id"])
+            pending = self._uploads.pop(file_id)
+            assert pending.data is not None
+            title = str(item.get("title") or pending.filename)
+            info: dict[str, Any] = {
+                "id": file_id,
+                "name": pending.filename,
+                "title": title,
+                "size": len(pending.data),
+            }
+            if message is not None:
+                share: dict[str, Any] = {"ts": message["ts"]}
+                if thread_ts:
+                    share["thread_ts"] = thread_ts
+                scope = "private" if channel.startswith(("D", "G")) else "public"
+                info["shares"] = {scope: {channel: [share]}}
+                self.files.append(
+                    SharedFile(
+                        file_id,
+                        pending.filename,
+                        title,
+                        pending.data,
+                        channel,
+                        thread_ts,
+                        comment,
+                        message["ts"],
+                    )
+                )
+            done.append(info)
+        return {"files": done}
+
     def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
         found = self._own_message(args, "cant_update_message")
         if isinstance(found, dict):
@@ -540,6 +635,7 @@ class FakeSlack(FakeServer):
         return Starlette(
             routes=[
                 Route("/api/{method}", self._api, methods=["GET", "POST"]),
+                Route("/upload/v1/{file_id}", self._upload, methods=["POST"]),
                 WebSocketRoute("/socket-mode", self._socket_endpoint),
             ]
         )

@@ -8,8 +8,9 @@ unsupported or unbalanced tags and unknown entities ("can't parse entities",
 :mod:`tests.fakes.telegram_html`), and any text longer than 4096 UTF-16 units after parsing
 ("message is too long"). ``editMessageText``, ``deleteMessage`` and ``sendMessageDraft`` behave
 like Telegram's too ("message is not modified", "message to delete not found", drafts in private
-chats only); ``sendDocument`` takes a ``multipart/form-data`` upload (the file arrives as an
-:class:`Upload`). Every state a user could have seen is recorded: ``message_history`` (each bot
+chats only); ``sendDocument`` and ``sendPhoto`` take a ``multipart/form-data`` upload (the file
+arrives as an :class:`Upload`) under Telegram's limits (50 MB, a 10 MB photo, a caption of 1,024
+UTF-16 units). Every state a user could have seen is recorded: ``message_history`` (each bot
 message's visible text, from the send through every edit) and ``drafts`` (each draft preview)::
 
     async with FakeTelegram() as tg:
@@ -49,6 +50,9 @@ __all__ = ["Call", "Failure", "FakeTelegram", "Hold", "Upload"]
 
 TOKEN = "123456:TEST-token"
 MAX_TEXT_UNITS = 4096
+MAX_CAPTION_UNITS = 1024
+MAX_PHOTO_BYTES = 10_000_000
+MAX_DOCUMENT_BYTES = 50_000_000
 _JSON_PARAMS = {"reply_parameters", "allowed_updates", "reaction", "commands", "reply_markup"}
 _INT_PARAMS = {
     "chat_id",
@@ -161,6 +165,8 @@ class FakeTelegram(FakeServer):
         """file_id → (file_path, bytes): what ``getFile`` and the file URL serve."""
         self.file_downloads: list[str] = []
         """The file_path of every download, in order."""
+        self.photo_dimensions_invalid = False
+        """``sendPhoto`` refuses every picture's dimensions (as for a 20,000 px panorama)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -248,6 +254,11 @@ class FakeTelegram(FakeServer):
 
     def calls_of(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
+
+    def uploads(self, method: str) -> list[dict[str, Any]]:
+        """Params of every *accepted* upload of ``method`` (sendPhoto, sendDocument); the file
+        is an :class:`Upload` under ``photo`` / ``document``."""
+        return [c.params for c in self.calls_of(method) if "_message_id" in c.params]
 
     @property
     def sent(self) -> list[dict[str, Any]]:
@@ -532,6 +543,45 @@ class FakeTelegram(FakeServer):
         document = params.get("document")
         if not isinstance(document, Upload) or not document.data:
             raise ApiError(400, "Bad Request: there is no document in the request")
+        if len(document.data) > MAX_DOCUMENT_BYTES:
+            raise ApiError(413, "Request Entity Too Large")
+        result = self._media_message(params)
+        result["document"] = {
+            "file_id": f"doc-{result['message_id']}",
+            "file_unique_id": f"u-doc-{result['message_id']}",
+            "file_name": document.filename,
+            "mime_type": document.content_type,
+            "file_size": len(document.data),
+        }
+        return result
+
+    async def _m_sendPhoto(self, params: dict[str, Any]) -> Any:
+        """An uploaded picture: ``params["photo"]`` is an :class:`Upload` (10 MB at most, and
+        dimensions Telegram accepts: :attr:`photo_dimensions_invalid` refuses them)."""
+        photo = params.get("photo")
+        if not isinstance(photo, Upload) or not photo.data:
+            raise ApiError(400, "Bad Request: there is no photo in the request")
+        if len(photo.data) > MAX_PHOTO_BYTES:
+            raise ApiError(400, "Bad Request: PHOTO_SAVE_FILE_INVALID")
+        if self.photo_dimensions_invalid:
+            raise ApiError(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+        result = self._media_message(params)
+        result["photo"] = [
+            {
+                "file_id": f"photo-{result['message_id']}",
+                "file_unique_id": f"u-photo-{result['message_id']}",
+                "width": 90,
+                "height": 90,
+                "file_size": len(photo.data),
+            }
+        ]
+        return result
+
+    def _media_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The message an upload makes; its caption is checked as Telegram checks it."""
+        caption = params.get("caption") or ""
+        if len(caption.encode("utf-16-le")) // 2 > MAX_CAPTION_UNITS:
+            raise ApiError(400, "Bad Request: message caption is too long")
         chat_id = int(params["chat_id"])
         message_id = self._new_message_id()
         params["_message_id"] = message_id
@@ -541,16 +591,11 @@ class FakeTelegram(FakeServer):
             "date": int(time.time()),
             "chat": {"id": chat_id, "type": chat_type},
             "from": self.bot_user(),
-            "document": {
-                "file_id": f"doc-{message_id}",
-                "file_unique_id": f"u-doc-{message_id}",
-                "file_name": document.filename,
-                "mime_type": document.content_type,
-                "file_size": len(document.data),
-            },
         }
-        if params.get("caption"):
-            result["caption"] = params["caption"]
+        if params.get("message_thread_id"):
+            result["message_thread_id"] = params["message_thread_id"]
+        if caption:
+            result["caption"] = caption
         return result
 
     def _message_json(self, message: SentMessage) -> dict[str, Any]:

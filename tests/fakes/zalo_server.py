@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from tests.fakes.server import FakeServer
 
-__all__ = ["Failure", "FakeZalo", "Recorded", "event", "image_event", "text_event"]
+__all__ = ["Failure", "FakeZalo", "Recorded", "SentPhoto", "event", "image_event", "text_event"]
 
 _ids = itertools.count(1)
 
@@ -72,6 +72,16 @@ def image_event(photo: str, caption: str | None = None, **kw: Any) -> dict[str, 
 
 
 @dataclass(frozen=True)
+class SentPhoto:
+    """A ``sendPhoto`` whose picture the fake fetched from its (loopback) URL."""
+
+    chat_id: str
+    url: str
+    data: bytes
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Recorded:
     method: str
     token: str
@@ -107,6 +117,7 @@ class FakeZalo(FakeServer):
         self.webhook: dict[str, Any] = {"url": "", "secret_token": "", "updated_at": 0}
         self.requests: list[Recorded] = []
         self.messages: list[Recorded] = []  # sendMessage calls that were delivered
+        self.photos: list[SentPhoto] = []  # sendPhoto calls whose loopback URL was fetched
         self._updates: deque[dict[str, Any]] = deque()
         self._failures: dict[str, deque[Failure]] = defaultdict(deque)
 
@@ -234,6 +245,15 @@ class FakeZalo(FakeServer):
     async def _m_sendPhoto(self, body: dict[str, Any]) -> Any:
         if not body.get("chat_id") or not body.get("photo"):
             raise _BadRequest("chat_id and photo are required")
+        url = str(body["photo"])
+        if url.startswith("http://127.0.0.1:"):
+            # Like Zalo, fetch the picture from its URL (only a loopback one: tests have no
+            # internet); what it could not fetch is a bad request.
+            async with httpx.AsyncClient() as client:
+                response = await client.get(url)
+            if response.status_code != 200:
+                raise _BadRequest(f"could not fetch the photo (HTTP {response.status_code})")
+            self.photos.append(SentPhoto(str(body["chat_id"]), url, response.content, body))
         return {"message_id": f"out-{next(_ids)}", "date": int(time.time() * 1000)}
 
     async def _m_sendChatAction(self, body: dict[str, Any]) -> Any:

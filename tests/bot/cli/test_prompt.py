@@ -43,6 +43,18 @@ def test_a_full_prompt_for_a_new_user_writes_nothing(tmp_path: Path) -> None:
     assert files_on_disk(base) == []
 
 
+def test_the_web_tools_of_tools_web_are_listed(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "agents": {"defaults": {"workspace": str(tmp_path)}},
+            "tools": {"web": {"search": {"brave": {"api_key": "b"}}}},
+        },
+        {},
+    )
+    prompt = render_prompt(config, "main", channel="web", chat_type="direct")
+    assert "- web_fetch: Fetch a web page" in prompt and "- web_search: Search the web" in prompt
+
+
 def test_minimal_mode_leaves_out_the_persona_and_user_sections(tmp_path: Path) -> None:
     config = config_at(tmp_path)
     full = sections(render_prompt(config, "main", channel="telegram", chat_type="direct"))

@@ -118,6 +118,29 @@ async def test_an_entry_moves_queued_running_answered(db: Database) -> None:
     assert await inbox.unanswered() == []
 
 
+async def test_the_backlog_is_the_pending_counts_and_the_oldest_pending_entry(
+    db: Database,
+) -> None:
+    inbox = SqlInbox(db, owner="p1")
+    assert await inbox.backlog() == ({"queued": 0, "running": 0}, None)
+    ids = [
+        await inbox.add(message(b, message_id=b), session_key=KEY, agent_id="main") for b in "abc"
+    ]
+    now = utcnow()
+    async with db.write() as s:
+        for minutes, entry_id in zip((30, 20, 10), ids, strict=True):
+            await s.execute(
+                update(InboxRow)
+                .where(InboxRow.id == entry_id)
+                .values(created_at=now - timedelta(minutes=minutes))
+            )
+    await inbox.start(ids[1])
+    await inbox.finish(ids[0], InboxState.ANSWERED)  # ended: no longer in the backlog
+    counts, oldest = await inbox.backlog()
+    assert counts == {"queued": 1, "running": 1}
+    assert oldest == now - timedelta(minutes=20)
+
+
 async def test_preview_ids_are_kept_for_the_replay_until_cleared(db: Database) -> None:
     inbox = SqlInbox(db, owner="p1")
     entry_id = await inbox.add(message("hi"), session_key=KEY, agent_id="main", running=True)
