@@ -63,6 +63,7 @@ from agent_core.stream_sanitize import safe_preview
 from agent_core.tools import FILE_TOOLS, SKILL_TOOLS, Tool, ToolRegistry
 from agent_core.tracing import Span, SpanKind, Trace, render_tree
 from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel
+from agent_core.usage import Charge, LlmCall, Reservation, UsageLimitReached, UsageMeter
 from agent_core.workspace import WorkspaceFull, save_inbox_file, user_workspace
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "AgentType",
     "Approval",
     "Approver",
+    "Charge",
     "CompactionSettings",
     "ContextFile",
     "DocumentEncrypted",
@@ -89,6 +91,7 @@ __all__ = [
     "FileStamp",
     "ImagePart",
     "ImageUnreadable",
+    "LlmCall",
     "Loop",
     "MemoryDocument",
     "MemoryFlushSettings",
@@ -100,6 +103,7 @@ __all__ = [
     "PromptContext",
     "PromptMode",
     "PruningSettings",
+    "Reservation",
     "RunRequest",
     "RunResult",
     "RunStatus",
@@ -118,6 +122,8 @@ __all__ = [
     "Trace",
     "TraceStore",
     "Usage",
+    "UsageLimitReached",
+    "UsageMeter",
     "Verdict",
     "WorkspaceFull",
     "Workspaces",

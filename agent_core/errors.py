@@ -14,6 +14,7 @@ AgentError
 ├── DeltaHandlerFailed     carries a stream callback's own failure past the provider's error
 │                          translation (agent_core.providers._transport)
 ├── ScheduleError          a schedule a job can't have; also a ValueError (agent_core.schedules)
+├── UsageLimitReached      a usage limit or budget refuses the next model call (agent_core.usage)
 └── WorkspaceEscape        a path outside the workspace; also a ValueError (agent_core.workspace)
 
 Outside it on purpose: ``agent_core.testing.UnexpectedModelCall``, a test double's

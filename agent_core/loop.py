@@ -38,6 +38,7 @@ from agent_core.run import RunRequest, RunResult, RunStatus
 from agent_core.run_prepare import prepare_run
 from agent_core.run_state import Finish, RunState
 from agent_core.run_tools import run_tool_context
+from agent_core.run_usage import reserve_call, usage_stop
 from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
@@ -53,6 +54,7 @@ from agent_core.tracing import (
     verbose_enabled,
 )
 from agent_core.uncancellable import finish_despite_cancel
+from agent_core.usage import UsageLimitReached, UsageMeter
 
 log = structlog.get_logger(__name__)
 
@@ -78,8 +80,11 @@ class Loop:
         fallback: Provider | None = None,
         hooks: Sequence[PreToolUseHook] = (),
         locks: SharedLocks | None = None,
+        meter: UsageMeter | None = None,
     ) -> None:
-        """``locks``: shared with the service's other processes (compaction, seeding)."""
+        """``locks``: shared with the service's other processes (compaction, seeding).
+        ``meter``: prices every model call and may refuse one (usage limits, budgets)."""
+        self.meter = meter
         self.retry = retry or RetryPolicy()
         self.fallback = fallback  # tried, with the same retries, when the provider fails
         self.hooks = list(hooks)  # PreToolUse hooks, in order
@@ -145,16 +150,18 @@ class Loop:
             state = await self._prepare(request, trace)
             content, status = await self._iterate(state)
             content = sanitize_output(content)
-            state.buffer.append(Message.assistant(content))
-            await self.store.append_run(
-                request.session_key,
-                state.buffer,
-                run_id=request.run_id,
-                usage=state.usage,
-                model=self.settings.model,
-                provider=self.provider.name,
-            )
-            await self.context.after_run(request, [*state.stored, *state.buffer], state.summary)
+            # A run refused before its first model call did not start: nothing is stored.
+            if status is not RunStatus.USAGE_LIMIT or state.metered:
+                state.buffer.append(Message.assistant(content))
+                await self.store.append_run(
+                    request.session_key,
+                    state.buffer,
+                    run_id=request.run_id,
+                    usage=state.usage,
+                    model=self.settings.model,
+                    provider=self.provider.name,
+                )
+                await self.context.after_run(request, [*state.stored, *state.buffer], state.summary)
         except asyncio.CancelledError:
             trace.finish("cancelled")
             # The run's own task is being cancelled: the trace is still saved, to its end even
@@ -173,6 +180,7 @@ class Loop:
             content=content,
             usage=state.usage,
             iterations=state.iterations,
+            error=state.stop_reason if status is RunStatus.USAGE_LIMIT else None,
         )
         trace.input_tokens, trace.output_tokens = (
             state.usage.input_tokens,
@@ -180,7 +188,9 @@ class Loop:
         )
         if state.stop_reason:
             trace.error = state.stop_reason
-        return await self._finish(request, trace, result, error=bool(state.stop_reason))
+        # A usage limit is not the agent's failure: its trace keeps its own status.
+        failed = bool(state.stop_reason) and status is not RunStatus.USAGE_LIMIT
+        return await self._finish(request, trace, result, error=failed)
 
     async def _finish(
         self, request: RunRequest, trace: Trace, result: RunResult, *, error: bool = False
@@ -196,7 +206,12 @@ class Loop:
     async def _prepare(self, request: RunRequest, trace: Trace) -> RunState:
         """Workspace, prompt and first messages (``run_prepare.py``)."""
         tools, workspaces = self.tools, self.workspaces
-        return await prepare_run(self.settings, tools, workspaces, self.store, request, trace)
+        pricing = ""
+        if self.meter is not None:
+            pricing = await self.meter.price_note(self.provider.name, self.settings.model)
+        return await prepare_run(
+            self.settings, tools, workspaces, self.store, request, trace, pricing=pricing
+        )
 
     async def _iterate(self, state: RunState) -> tuple[str, RunStatus]:
         cap = state.request.max_iterations or self.settings.max_iterations
@@ -217,7 +232,10 @@ class Loop:
         if (stop := await self._fit_context(state, iteration)) is not None:
             return stop
         await self._emit(request, EventType.ACTIVITY, phase="thinking", iteration=iteration)
-        response = await self._call_model(state, iteration)
+        try:
+            response = await self._call_model(state, iteration)
+        except UsageLimitReached as exc:
+            return usage_stop(state, exc)
         await self.context.calibrate(state.messages, response.usage.input_tokens)
         if not response.tool_calls:
             return Finish(response.content)
@@ -306,6 +324,12 @@ class Loop:
         self, state: RunState, iteration: int, provider: Provider, model_request: ModelRequest
     ) -> ModelResponse:
         request = state.request
+        ticket = None
+        if self.meter is not None:
+            counter = self.context.counter
+            ticket = await reserve_call(
+                self.meter, state, iteration, provider.name, model_request, counter
+            )
         span = state.trace.start_span(
             SpanKind.LLM,
             f"{provider.name}/{model_request.model}",
@@ -343,7 +367,13 @@ class Loop:
             )
         except BaseException as exc:
             span.end(error=True, error_message=str(exc)[:500])
+            if ticket is not None and self.meter is not None:
+                await finish_despite_cancel(self.meter.settle(ticket, None), name="usage.release")
             raise
+        if ticket is not None and self.meter is not None:
+            charge = await self.meter.settle(ticket, response.usage)
+            state.metered = True
+            span.attributes.update(charge.attributes())
         if response.thinking and not streamed_thinking:
             # Not streamed (or a server that sends reasoning only at the end): one event.
             await self._emit(request, EventType.THINKING, content=response.thinking)
@@ -351,6 +381,7 @@ class Loop:
         span.end(
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
+            cached_input_tokens=response.usage.cached_input_tokens,
             tool_calls=len(response.tool_calls),
         )
         return response

@@ -91,11 +91,15 @@ class Message:
 @dataclass(slots=True)
 class Usage:
     input_tokens: int = 0
+    """Every input token, cached ones included."""
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """The part of ``input_tokens`` read from the provider's prompt cache (billed lower)."""
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
+        self.cached_input_tokens += other.cached_input_tokens
 
     @property
     def total_tokens(self) -> int:
@@ -105,6 +109,7 @@ class Usage:
         return {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
             "total_tokens": self.total_tokens,
         }
 

@@ -58,6 +58,7 @@ class PromptContext:
     extra_context: str = ""
     skills: tuple[Skill, ...] = field(default=())  # the run's skills (agent_core/skills.py)
     team_workspace: Path | None = None  # the run's team workspace (section 11), absolute
+    pricing: str = ""  # the model's price in words (Runtime section); "" when unknown
 
     @property
     def full(self) -> bool:
@@ -365,10 +366,12 @@ def _team_tasks_text(ctx: PromptContext) -> str | None:
 
 def runtime(ctx: PromptContext) -> str:
     s = ctx.settings
-    return (
+    text = (
         f"## Runtime\nagent={s.id} session={ctx.request.session_key} provider={s.provider} "
         f"model={s.model} mode={ctx.mode}"
     )
+    # Spec section 2 item 21: the model's pricing, so the agent can reason about its own cost.
+    return f"{text}\npricing: {ctx.pricing}" if ctx.pricing else text
 
 
 def persona_reminder(ctx: PromptContext) -> str | None:
@@ -448,6 +451,7 @@ def build_system_prompt(
     extra: str = "",
     skill_list: Sequence[Skill] | None = None,
     team_workspace: Path | None = None,
+    pricing: str = "",
 ) -> str:
     ctx = PromptContext(
         settings,
@@ -464,5 +468,6 @@ def build_system_prompt(
             else discover_skills(workspace_dir, settings.skill_paths)
         ),
         team_workspace=team_workspace,
+        pricing=pricing,
     )
     return "\n\n".join(text for _, text in render_sections(ctx))

@@ -18,6 +18,7 @@ class RunStatus(enum.StrEnum):
     COMPLETED = "completed"
     MAX_ITERATIONS = "max_iterations"  # capped; content explains it to the user
     BUDGET_EXCEEDED = "budget_exceeded"  # context still too big; content explains it
+    USAGE_LIMIT = "usage_limit"  # a usage limit or budget refused a model call; content says so
     CANCELLED = "cancelled"  # /stop or /stopall; nothing is delivered
     FAILED = "failed"
 

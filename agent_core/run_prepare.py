@@ -32,6 +32,8 @@ async def prepare_run(
     store: SessionStore,
     request: RunRequest,
     trace: Trace,
+    *,
+    pricing: str = "",
 ) -> RunState:
     place = resolve_run_workspace(settings, request)
     mode = PromptMode.MINIMAL if request.minimal_prompt else PromptMode.FULL
@@ -54,6 +56,7 @@ async def prepare_run(
         extra=request.extra_context,
         skill_list=skills,
         team_workspace=place.team,
+        pricing=pricing,
     )
     messages = [Message.system(system)]
     turns = settings.history_limit if request.history_turns is None else request.history_turns

@@ -28,6 +28,7 @@ class RunState:
     skills: tuple[Skill, ...] = ()  # found once per run: in the prompt and for the tools
     compacted: bool = False  # mid-loop compaction happens at most once per run
     stop_reason: str | None = None  # set when the run stopped early (trace marked error)
+    metered: bool = False  # a model call of this run has been charged (the run is counted)
 
 
 @dataclass(frozen=True, slots=True)

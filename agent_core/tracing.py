@@ -211,6 +211,8 @@ def _describe(span: Span) -> str:
     if span.kind is SpanKind.LLM:
         text += f" iter={a.get('iteration')} tokens={a.get('input_tokens', 0)}/"
         text += f"{a.get('output_tokens', 0)}"
+        if a.get("cost_usd") is not None:
+            text += f" ${a['cost_usd']:.6f}"
     if span.kind is SpanKind.AGENT and a.get("stop_reason"):
         text += f" ({a['stop_reason']})"
     if a.get("blocked"):

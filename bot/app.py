@@ -54,7 +54,9 @@ from bot.storage import (
 from bot.storage.cron import SqlCronJobs
 from bot.storage.inbox import SqlInbox
 from bot.storage.memory_index import SqlMemoryIndex
+from bot.storage.usage import SqlUsage
 from bot.telemetry.service import Telemetry
+from bot.usage import Meter
 from channels import Channel
 from channels.local import LocalChannel
 
@@ -104,6 +106,7 @@ class Loopgate:
         self._evolution: EvolutionService | None = None
         self.scheduling: Scheduling | None = None
         """Scheduled jobs and heartbeats (bot/scheduling); None without the inbox."""
+        self._meter: Meter | None = None
 
     @property
     def gateway(self) -> Gateway:
@@ -117,6 +120,13 @@ class Loopgate:
         if self._evolution is None:
             raise RuntimeError("Loopgate is not started")
         return self._evolution
+
+    @property
+    def meter(self) -> Meter:
+        """Usage accounting, prices and limits of every model call (bot/usage)."""
+        if self._meter is None:
+            raise RuntimeError("Loopgate is not started")
+        return self._meter
 
     @property
     def db(self) -> Database:
@@ -150,6 +160,9 @@ class Loopgate:
         self._stack.push_async_callback(self.mcp.aclose)
         await self.mcp.start()
         exec_runtime = await prepare_exec(self.config)
+        self._meter = meter = Meter(self.config, SqlUsage(self._db))
+        if self.cluster is not None:  # the limits' counters are shared by every process
+            meter.counters = self.cluster.usage_counters(meter.seed)
         router = AgentRouter(
             self.config,
             store=sessions,
@@ -164,6 +177,7 @@ class Loopgate:
             locks=self.cluster.locks if self.cluster is not None else None,
             cron=ChatCronJobs(cron_jobs) if cron_jobs is not None else None,
             exec_runtime=exec_runtime,
+            meter=meter,
         )
         # New or changed MCP tools reach each agent the next time it is resolved.
         self.mcp.on_change(lambda _server: router.invalidate())
@@ -195,6 +209,7 @@ class Loopgate:
             access=AccessPolicy(self.config, PairingStore(self._db)),
             inbox=self.inbox,
             channel_ready=self.channel_starter.wait_up,
+            usage=meter.store,
             metrics=self.telemetry.metrics,
         )
         self._gateway = gateway

@@ -298,7 +298,8 @@ def parse_usage(usage: Any) -> Usage:
         int(usage.get(key) or 0)
         for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
-    return Usage(inputs, int(usage.get("output_tokens") or 0))
+    cached = int(usage.get("cache_read_input_tokens") or 0)
+    return Usage(inputs, int(usage.get("output_tokens") or 0), cached)
 
 
 def parse_message(payload: dict[str, Any]) -> tuple[ModelResponse, list[dict[str, Any]]]:
@@ -354,6 +355,7 @@ class _StreamAssembler:
     blocks: dict[int, _Block] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
     stop_reason: str | None = None
     done: bool = False
 
@@ -362,6 +364,7 @@ class _StreamAssembler:
         if kind == "message_start":
             usage = parse_usage((event.get("message") or {}).get("usage"))
             self.input_tokens, self.output_tokens = usage.input_tokens, usage.output_tokens
+            self.cached_input_tokens = usage.cached_input_tokens
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             self.blocks[int(event["index"])] = _Block(
@@ -419,7 +422,7 @@ class _StreamAssembler:
         response = ModelResponse(
             content="".join(text),
             tool_calls=calls,
-            usage=Usage(self.input_tokens, self.output_tokens),
+            usage=Usage(self.input_tokens, self.output_tokens, self.cached_input_tokens),
             finish_reason=self.stop_reason,
             thinking="".join(thinking),
         )

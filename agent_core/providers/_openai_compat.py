@@ -291,9 +291,12 @@ def parse_completion(payload: dict[str, Any]) -> ModelResponse:
 def parse_usage(usage: Any) -> Usage:
     if not isinstance(usage, dict):
         return Usage()
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(
         input_tokens=int(usage.get("prompt_tokens") or 0),
         output_tokens=int(usage.get("completion_tokens") or 0),
+        cached_input_tokens=int(cached or 0),
     )
 
 

@@ -6,10 +6,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from bot.admin import agent_edit, queries, suggestions
+from bot.admin import agent_edit, queries, suggestions, usage
 from bot.admin.context import Admin, Who, json_body, json_response
 from bot.admin.gate import Handler, guard
 from bot.admin.stream import events_response
+from bot.usage.report import BadPeriod
 
 
 def api_routes(admin: Admin) -> list[BaseRoute]:
@@ -104,6 +105,15 @@ def api_routes(admin: Admin) -> list[BaseRoute]:
             return json_response({"error": "no such suggestion"}, 404)
         return json_response(found)
 
+    async def usage_report(request: Request, who: Who) -> Response:
+        params = request.query_params
+        try:
+            return json_response(
+                await usage.report(loopgate, params.get("since"), params.get("by"))
+            )
+        except BadPeriod as exc:
+            return json_response({"error": str(exc)}, 400)
+
     def decision(approve: bool) -> Handler:
         async def decide(request: Request, who: Who) -> Response:
             body = await json_body(request) or {}
@@ -138,6 +148,7 @@ def api_routes(admin: Admin) -> list[BaseRoute]:
         route("agents/{agent_id}", agent, "GET", "PUT", "DELETE"),
         route("suggestions", suggestion_list),
         route("metrics", metrics),
+        route("usage", usage_report),
         route("suggestions/{id}", suggestion),
         route("suggestions/{id}/approve", decision(True), "POST"),
         route("suggestions/{id}/reject", decision(False), "POST"),

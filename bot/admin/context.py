@@ -22,6 +22,7 @@ NAV = (
     ("channels", "Channels"),
     ("agents", "Agents"),
     ("scheduled", "Scheduled"),
+    ("usage", "Usage"),
     ("suggestions", "Suggestions"),
 )
 

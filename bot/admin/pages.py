@@ -14,14 +14,22 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.admin import agent_edit, queries, scheduled, suggestions
+from bot.admin import agent_edit, queries, scheduled, suggestions, usage
 from bot.admin.context import Admin, Who, form_fields, json_response, prefix
 from bot.admin.gate import Handler, guard, is_api, logout
 from bot.config.agents import SETTABLE
+from bot.storage.usage import DIMENSIONS
+from bot.usage.report import BadPeriod
 
 log = structlog.get_logger(__name__)
 
-STATIC_TYPES = {"admin.js": "text/javascript", "admin.css": "text/css"}
+STATIC_TYPES = {
+    "admin.js": "text/javascript",
+    "admin.css": "text/css",
+    "usage.js": "text/javascript",
+    "uPlot.iife.min.js": "text/javascript",  # uplot 1.6.32 from npm (bot/admin/usage.py)
+    "uPlot.min.css": "text/css",
+}
 
 
 def _back(request: Request, path: str, **notice: str) -> Response:
@@ -115,6 +123,23 @@ def page_routes(admin: Admin) -> list[BaseRoute]:
         jobs = await scheduled.list_jobs(loopgate)
         return admin.render(request, "scheduled.html", who, jobs=jobs, notice=notice(request))
 
+    async def usage_page(request: Request, who: Who) -> Response:
+        since, by = request.query_params.get("since"), request.query_params.get("by")
+        try:
+            report = await usage.report(loopgate, since, by)
+            problem = None
+        except BadPeriod as exc:
+            report, problem = await usage.report(loopgate, None, None), str(exc)
+        return admin.render(
+            request,
+            "usage.html",
+            who,
+            status=400 if problem else 200,
+            report=report,
+            dimensions=DIMENSIONS,
+            notice={"error": problem} if problem else notice(request),
+        )
+
     def job_action(action: str) -> Handler:
         async def act(request: Request, who: Who) -> Response:
             job_id = request.path_params["job_id"]
@@ -197,6 +222,7 @@ def page_routes(admin: Admin) -> list[BaseRoute]:
         route("/scheduled/{job_id}/pause", job_action("pause"), "POST"),
         route("/scheduled/{job_id}/resume", job_action("resume"), "POST"),
         route("/scheduled/{job_id}/remove", job_action("remove"), "POST"),
+        route("/usage", usage_page),
         route("/suggestions", suggestion_list),
         route("/suggestions/{id}/approve", decision(True), "POST"),
         route("/suggestions/{id}/reject", decision(False), "POST"),

@@ -43,6 +43,7 @@ from agent_core import (
     Tool,
     ToolRegistry,
     TraceStore,
+    UsageMeter,
     Verdict,
     add_self_evolution_tools,
     exec_hooks,
@@ -185,6 +186,7 @@ class AgentRouter:
         locks: SharedLocks | None = None,
         cron: CronJobs | None = None,
         exec_runtime: ExecRuntime | None = None,
+        meter: UsageMeter | None = None,
         web_resolver: Resolver | None = None,
         files: FileSender | None = None,
     ) -> None:
@@ -199,6 +201,7 @@ class AgentRouter:
         ``cron``: where the ``cron`` tool keeps jobs (bot/scheduling); None: no such tool.
         ``exec_runtime``: the probed sandbox of ``tools.exec`` (``exec`` is offered when it is
         available); its approvals go through :attr:`exec_approver`, set once the chats exist.
+        ``meter``: prices each model call and checks usage limits (bot/usage).
         ``web_resolver``: host → addresses for the web tools' SSRF guard (tests).
         ``files``: how the ``send_file`` tool reaches the run's chat (bot/pipeline); None: no
         such tool. Set :attr:`files` later (before the first resolve) when it needs the gateway."""
@@ -229,6 +232,7 @@ class AgentRouter:
         self.cron = cron
         self.exec_runtime = exec_runtime
         self.exec_approver: Approver | None = None
+        self.meter = meter
         self.web = build_web_tools(config.tools.web, resolver=web_resolver)
         self.files = files
         self.orchestrator: Orchestrator | None = None
@@ -434,6 +438,7 @@ class AgentRouter:
             fallback=fallback,
             hooks=hooks,
             locks=self.locks,
+            meter=self.meter,
         )
 
     def disabled_tools(self, agent_id: str, stored: AgentConfig | None = None) -> tuple[str, ...]:

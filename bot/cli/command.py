@@ -1,5 +1,5 @@
-"""The ``loopgate`` command: serve, chat, check-config, inbox, cron, traces, agents, evolution,
-links, teams, tasks, mcp, pairing."""
+"""The ``loopgate`` command: serve, chat, check-config, inbox, cron, usage, traces, agents,
+evolution, links, teams, tasks, mcp, pairing."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from bot.cli import inbox as inbox_cli
 from bot.cli import links as links_cli
 from bot.cli import mcp as mcp_cli
 from bot.cli import teams as teams_cli
+from bot.cli import usage as usage_cli
 from bot.cli.database import with_database
 from bot.config import Config, ConfigFileError, load_config
 from bot.logging_setup import configure_logging
@@ -61,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     links_cli.add_parser(sub, common)
     mcp_cli.add_parser(sub, common)
     teams_cli.add_parser(sub, common)
+    usage_cli.add_parser(sub, common)
     return parser
 
 
@@ -235,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "cron":
         configure_logging("warning", config.logging.format)
         return asyncio.run(cron_cli.run(config, args))
+    if args.command == "usage":
+        configure_logging("warning", config.logging.format)
+        return asyncio.run(usage_cli.run(config, args))
     if args.command == "traces":
         from bot.cli.traces import print_traces
 

@@ -27,6 +27,7 @@ from agent_core.orchestration import Orchestrator
 from bot.agents.exec_setup import ExecRuntime
 from bot.agents.router import AgentRouter
 from bot.config import Config
+from bot.usage.pricing import configured_price, table_price
 
 
 def preview_files(workspaces: Workspaces, user_id: str, mode: PromptMode) -> list[ContextFile]:
@@ -118,5 +119,16 @@ def render_prompt(
         mode=prompt_mode,
         files=tuple(preview_files(workspaces, user_id, prompt_mode)),
         skills=find_skills(workspace, settings.skill_paths),
+        pricing=price_note(config, settings.provider, settings.model),
     )
     return render_with_markers(ctx)
+
+
+def price_note(config: Config, provider: str, model: str) -> str:
+    """The Runtime section's price line, as a run gets it (``bot/usage/pricing.py``)."""
+    provider_config = config.providers.all().get(provider)
+    if provider_config is not None and provider_config.pricing is not None:
+        return configured_price(provider_config.pricing).note()
+    base_url = provider_config.base_url if provider_config is not None else None
+    price = table_price(provider, base_url, model)
+    return price.note() if price is not None else ""

@@ -16,10 +16,12 @@ from bot.cluster.locks import RedisLocks
 from bot.cluster.pacing import RedisPaceStore
 from bot.cluster.poller_lease import PollerLease
 from bot.cluster.runs import ClusterRunRegistry
+from bot.cluster.usage_counters import RedisUsageCounters
 from bot.cluster.work import ClusterWork
 from bot.config import Config
 from bot.pipeline.dedupe import DedupeStore
 from bot.storage.inbox import SqlInbox
+from bot.usage.counters import Seed
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +55,10 @@ class Cluster:
     def dedupe(self, durable: DedupeStore) -> FastDedupe:
         """``durable`` behind the Redis fast path every process shares."""
         return FastDedupe(self.link, durable)
+
+    def usage_counters(self, seed: Seed) -> RedisUsageCounters:
+        """The usage limits' counters every process shares (``bot/cluster/usage_counters.py``)."""
+        return RedisUsageCounters(self.link, seed)
 
     def distribute(self, inbox: SqlInbox, *, max_age: float) -> ClusterWork:
         """Work distribution over the shared ``inbox`` (``bot/cluster/work.py``)."""

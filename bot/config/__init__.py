@@ -50,6 +50,7 @@ from bot.config.root import (
 )
 from bot.config.tools import McpConfig, SkillsConfig
 from bot.config.tracing import OtlpConfig, TracingConfig
+from bot.config.usage import BudgetConfig, PricingConfig, UsageConfig
 
 __all__ = [
     "ANTHROPIC_BASE_URL",
@@ -60,6 +61,7 @@ __all__ = [
     "AgentDefaults",
     "AgentsConfig",
     "BotConfig",
+    "BudgetConfig",
     "ChannelsConfig",
     "ClusterConfig",
     "CompactionConfig",
@@ -76,6 +78,7 @@ __all__ = [
     "MediaConfig",
     "MemoryFlushConfig",
     "OtlpConfig",
+    "PricingConfig",
     "ProviderConfig",
     "ProvidersConfig",
     "RedisConfig",
@@ -87,6 +90,7 @@ __all__ = [
     "TelegramConfig",
     "TelegramRateLimit",
     "TracingConfig",
+    "UsageConfig",
     "WebConfig",
     "ZaloConfig",
     "interpolate",

@@ -15,6 +15,7 @@ from pydantic import ByteSize, Field, field_validator, model_validator
 from bot.config.base import StrictModel
 from bot.config.cron import HeartbeatConfig, check_time_zone
 from bot.config.evolution import EvolutionGuardrails
+from bot.config.usage import BudgetConfig
 
 SETTABLE = ("provider", "model", "system_prompt", "max_iterations")
 """AgentConfig fields an operator may change at run time (``loopgate agents set``, the
@@ -110,6 +111,8 @@ class AgentDefaults(StrictModel):
     finds them with ``mcp_tool_search``."""
     evolution_guardrails: EvolutionGuardrails = Field(default_factory=EvolutionGuardrails)
     """Limits of self-evolution suggestions (bot/evolution); per agent key by key."""
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    """What each agent may spend (USD per day and month, all users together; 0: unlimited)."""
 
 
 class AgentConfig(StrictModel):
@@ -151,6 +154,8 @@ class AgentConfig(StrictModel):
     heartbeat: HeartbeatConfig | None = None
     """Off unless set: the agent's HEARTBEAT.md checklist as a scheduled job
     (docs/scheduling.md)."""
+    budget: BudgetConfig | None = None
+    """``{daily_usd, monthly_usd}`` this agent may spend; replaces ``agents.defaults.budget``."""
 
     @field_validator("timezone")
     @classmethod

@@ -47,6 +47,7 @@ from bot.config.evolution import EvolutionConfig
 from bot.config.media import MediaConfig as MediaConfig
 from bot.config.tools import McpConfig, SkillsConfig, ToolsConfig
 from bot.config.tracing import TracingConfig as TracingConfig
+from bot.config.usage import PricingConfig, UsageConfig
 
 DEFAULT_CONFIG_PATH = Path("config.yaml")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -106,6 +107,9 @@ class ProviderConfig(StrictModel):
     """Answer length cap; ``anthropic`` requires one and uses 4096 when unset."""
     thinking_budget: int | None = Field(None, ge=1024)
     """``anthropic`` only: enables extended thinking with this many budget tokens."""
+    pricing: PricingConfig | None = None
+    """USD per million tokens of this provider's models; unset: the genai-prices table
+    (docs/usage.md), and a model it doesn't know costs null."""
 
     @model_validator(mode="after")
     def _kind_defaults(self) -> ProviderConfig:
@@ -203,6 +207,7 @@ class Config(StrictModel):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    usage: UsageConfig = Field(default_factory=UsageConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
 

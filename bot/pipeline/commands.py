@@ -1,4 +1,5 @@
-"""Chat commands handled before the queue: /stop, /stopall, /help, /reset, /approve, /deny."""
+"""Chat commands handled before the queue: /stop, /stopall, /help, /reset, /usage, /approve,
+/deny."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ class Command(enum.StrEnum):
     HELP = "help"
     APPROVE = "approve"  # an exec command waiting for an owner (bot/pipeline/approvals.py)
     DENY = "deny"
+    USAGE = "usage"
 
 
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@(\S+))?\s*$")
@@ -24,6 +26,7 @@ HELP_TEXT = (
     "/reset — start a new conversation\n"
     "/approve — let a command the agent asks to run go ahead (owners and admins)\n"
     "/deny — refuse it\n"
+    "/usage — your usage today and this month\n"
     "/help — this help"
 )
 

@@ -48,7 +48,9 @@ from bot.pipeline.stop import StopService
 from bot.pipeline.streaming import StreamOptions, streaming_options
 from bot.pipeline.turn import TurnRunner
 from bot.storage.inbox import InboxEntry, SqlInbox
+from bot.storage.usage import SqlUsage
 from bot.telemetry.metrics import Metrics
+from bot.usage.summary import user_summary
 from channels import MEDIA_GROUP, Channel, ChatType, InboundMessage, MessageRef, NotAccepted
 
 log = structlog.get_logger(__name__)
@@ -74,11 +76,14 @@ class Gateway:
         inbox: SqlInbox | None = None,
         channel_ready: Callable[[str], Awaitable[None]] | None = None,
         limiter: SenderLimiter | None = None,
+        usage: SqlUsage | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         """``inbox`` None: nothing is stored (the terminal chat, whose answers have nowhere to
         go after a restart). ``channel_ready`` waits until a channel can send (replays).
-        ``metrics``: the service's, where each turn's outcome is counted."""
+        ``usage``: the hourly usage rollup ``/usage`` reads (bot/usage). ``metrics``: the
+        service's, where each turn's outcome is counted."""
+        self.usage = usage
         self.config = config
         self.router = router
         self.registry = registry
@@ -428,6 +433,10 @@ class Gateway:
             reply = await self.stop.command(
                 msg, channel, key, everything=command is Command.STOPALL
             )
+        elif command is Command.USAGE:
+            reply = "Usage is not recorded here."
+            if self.usage is not None:
+                reply = await user_summary(self.usage, f"{channel.name}:{msg.sender.id}")
         elif command is Command.RESET:
             await self.sessions.reset_session(key)
             reply = "New conversation started."

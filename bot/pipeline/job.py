@@ -15,7 +15,7 @@ from bot.pipeline.streaming import StreamOptions
 from bot.storage.inbox import InboxState
 from channels import InboundMessage
 
-_NOT_OK = (RunStatus.FAILED, RunStatus.BUDGET_EXCEEDED)
+_NOT_OK = (RunStatus.FAILED, RunStatus.BUDGET_EXCEEDED, RunStatus.USAGE_LIMIT)
 
 CRON_JOB = "cron_job"
 """Metadata key of a scheduled job's turn (``bot/scheduling``): the job's id."""

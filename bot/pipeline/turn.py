@@ -242,7 +242,7 @@ class TurnRunner:
         self, job: Job, streamed: StreamedReply, result: RunResult
     ) -> tuple[InboxState, str | None] | None:
         """End a streamed answer; None when nothing was streamed (deliver it as usual)."""
-        if result.status is RunStatus.FAILED or result.silent:
+        if result.status in (RunStatus.FAILED, RunStatus.USAGE_LIMIT) or result.silent:
             await streamed.abandon()  # no preview stays; the usual path says the rest
             return None
         sent = await streamed.finish(result.content)
@@ -359,6 +359,10 @@ class TurnRunner:
                 reply = self.config.unknown_agent_reply if unknown else self.config.error_reply
                 await send_with_retry(channel, msg.chat, reply, reply_to=reply_to)
             return InboxState.FAILED, f"run: {result.error or 'failed'}"[:500]
+        if result.status is RunStatus.USAGE_LIMIT:
+            # One notice naming the reset; the message stays in the inbox, dropped with why.
+            await send_with_retry(channel, msg.chat, result.content, reply_to=reply_to)
+            return InboxState.DROPPED, f"usage limit: {result.error or 'reached'}"[:500]
         if result.silent:
             log.info("run.no_reply", run_id=job.run_id, session_key=job.session_key)
             return InboxState.ANSWERED, "NO_REPLY"

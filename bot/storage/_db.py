@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -58,7 +58,7 @@ _MIGRATION_LOCK = 0x4C6F6F70  # arbitrary app-wide key for pg_advisory_xact_lock
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 # The newest migration in migrations/versions (a test keeps the two in sync). A database already
 # there is opened without importing Alembic, which costs ~12 MiB and ~0.2 s at every start.
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 
 
 class Database:
@@ -85,6 +85,7 @@ class Database:
         """SQLite: the log is checkpointed in the background (``checkpoints.py``)."""
         self.trace_writer = TraceWriter(self)
         """Traces are written behind the runs (``bot/storage/_trace_writer.py``)."""
+        self._flushes: list[Callable[[], Awaitable[None]]] = []
 
     @asynccontextmanager
     async def write(self, *, urgent: bool = False) -> AsyncIterator[AsyncSession]:
@@ -150,8 +151,15 @@ class Database:
     def safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
+    def flush_before_close(self, flush: Callable[[], Awaitable[None]]) -> None:
+        """``flush`` writes what a writer behind the runs holds (the usage rollup): awaited
+        by :meth:`aclose` before the connections go."""
+        self._flushes.append(flush)
+
     async def aclose(self) -> None:
         await self.trace_writer.flush()
+        for flush in self._flushes:
+            await flush()
         if self.checkpoints is not None:
             await self.checkpoints.aclose()
         for lane in (self._lane, self._reads):

@@ -378,3 +378,30 @@ class CronJobRow(Base):
     """The inbox entry of the last occurrence: how its run ended is that entry's state."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class UsageHourRow(Base):
+    """Model usage added up per UTC hour by agent, channel, user and model (docs/usage.md):
+    what ``loopgate usage``, the dashboard, ``/usage`` and the budgets read, so that no span is
+    scanned to answer "this month". ``cost_usd`` adds up the priced calls only;
+    ``unpriced_calls`` counts the others (a model of unknown price costs null, not 0)."""
+
+    __tablename__ = "usage_hourly"
+    __table_args__ = (
+        Index("ix_usage_hourly_user_id", "user_id", "hour"),
+        Index("ix_usage_hourly_agent_id", "agent_id", "hour"),
+    )
+
+    hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(32), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    input_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
+    cached_input_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
+    cost_usd: Mapped[float] = mapped_column(Float(), default=0.0)
+    runs: Mapped[int] = mapped_column(Integer(), default=0)
+    calls: Mapped[int] = mapped_column(Integer(), default=0)
+    unpriced_calls: Mapped[int] = mapped_column(Integer(), default=0)

@@ -146,15 +146,16 @@ class Metrics:
                     outcome = "cancelled" if stopped else "error"
                 labels = (str(attributes.get("provider", "")), model, outcome)
                 self.llm_seconds.observe(labels, span.duration_ms / 1000)
-                # Priced by the usage accounting (issue 32, points 1-3) once merged: until
-                # then the tokens count and the cost stays unknown.
+                # Priced by the usage accounting (bot/usage): ``cost_usd`` is None for a model
+                # whose price is unknown, and then only the tokens count.
+                cost = attributes.get("cost_usd")
                 self.observe_llm_usage(
                     agent,
                     model,
                     _int(attributes.get("input_tokens")),
                     _int(attributes.get("output_tokens")),
-                    _int(attributes.get("cached_tokens")),
-                    None,
+                    _int(attributes.get("cached_input_tokens")),
+                    float(cost) if isinstance(cost, int | float) else None,
                 )
             elif kind is SpanKind.TOOL or kind is SpanKind.ASYNC_TOOL:
                 tool = ToolOutcome.OK

@@ -191,3 +191,17 @@ def test_the_verbose_input_names_an_image_but_never_carries_its_bytes() -> None:
         }
     ]
     assert photo.base64()[:12] not in text
+
+
+def test_an_llm_spans_cost_is_shown_when_it_is_known() -> None:
+    from agent_core import SpanKind
+    from agent_core.tracing import new_trace
+
+    trace = new_trace("r1", "s1", "main")
+    priced = trace.start_span(SpanKind.LLM, "openai/gpt-4o-mini", iteration=1)
+    priced.end(input_tokens=1000, output_tokens=10, cost_usd=0.000156)
+    unknown = trace.start_span(SpanKind.LLM, "local/llama", iteration=2)
+    unknown.end(input_tokens=5, output_tokens=1, cost_usd=None)
+    lines = render_tree(trace)
+    assert "tokens=1000/10 $0.000156" in lines[2]
+    assert lines[3].endswith("tokens=5/1")

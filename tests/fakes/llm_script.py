@@ -47,6 +47,7 @@ class Reply:
     reasoning: tuple[str, ...] = ()
     reasoning_field: str = "reasoning_content"
     usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens)
+    cached_tokens: int = 0  # of the prompt tokens, reported as read from the prompt cache
     echo: bool = False  # answer "echo: <last user message>" instead of ``chunks``
     interleave: bool = False  # stream argument fragments of parallel calls round-robin
     cut_off: bool = False  # stream ends without finish_reason and without [DONE]
@@ -79,6 +80,7 @@ def text(
     usage: tuple[int, int] | None = None,
     cut_off: bool = False,
     pace: float = 0.0,
+    cached_tokens: int = 0,
 ) -> Reply:
     """A text answer; each positional argument is one streamed chunk (joined when not streaming),
     ``pace`` seconds apart."""
@@ -90,6 +92,7 @@ def text(
         usage=usage,
         cut_off=cut_off,
         pace=pace,
+        cached_tokens=cached_tokens,
     )
 
 
@@ -106,6 +109,7 @@ def tool_calls(
     content: str = "",
     interleave: bool = False,
     usage: tuple[int, int] | None = None,
+    cached_tokens: int = 0,
 ) -> Reply:
     """An answer with (parallel) tool calls, optionally preceded by some text."""
     return Reply(
@@ -113,6 +117,7 @@ def tool_calls(
         tool_calls=calls,
         interleave=interleave,
         usage=usage,
+        cached_tokens=cached_tokens,
     )
 
 

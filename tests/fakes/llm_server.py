@@ -286,7 +286,7 @@ class FakeLLM(FakeServer):
             calls.append(c if c.id else replace(c, id=f"call_{self._call_counter}"))
         return replace(reply, tool_calls=tuple(calls))
 
-    def _usage(self, reply: Reply, body: dict[str, Any]) -> dict[str, int]:
+    def _usage(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         if reply.usage is not None:
             prompt, completion = reply.usage
         else:  # deterministic word counts, good enough to check accounting
@@ -294,11 +294,14 @@ class FakeLLM(FakeServer):
                 len(_text_of(m.get("content")).split()) for m in body.get("messages") or []
             )
             completion = len("".join(reply.chunks).split()) + len(reply.tool_calls)
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
+        if reply.cached_tokens:  # as OpenAI reports prompt caching
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+        return usage
 
     def _envelope(self, body: dict[str, Any], obj: str) -> dict[str, Any]:
         return {

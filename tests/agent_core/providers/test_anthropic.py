@@ -302,3 +302,17 @@ class TestThroughTheLoop:
         assert "need x" not in result.content
         tool_result = api.requests[-1].json["messages"][-1]["content"][0]
         assert tool_result["type"] == "tool_result" and tool_result["content"] == "value of x"
+
+
+def test_cache_reads_count_as_input_and_as_cached_input() -> None:
+    from agent_core.providers._anthropic import parse_usage
+
+    usage = parse_usage(
+        {
+            "input_tokens": 100,
+            "cache_creation_input_tokens": 50,
+            "cache_read_input_tokens": 800,
+            "output_tokens": 30,
+        }
+    )
+    assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (950, 800, 30)

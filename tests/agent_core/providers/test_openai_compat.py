@@ -119,6 +119,17 @@ async def test_streamed_usage_from_final_chunk(
     assert response.usage == Usage(input_tokens=1234, output_tokens=56)
 
 
+@pytest.mark.parametrize("stream", [True, False])
+async def test_cached_prompt_tokens_are_read_from_the_details(
+    llm: FakeLLM, provider: OpenAICompatProvider, stream: bool
+) -> None:
+    llm.script(text("ok", usage=(1000, 20), cached_tokens=640))
+
+    response = await provider.complete(ask(stream=stream))
+
+    assert response.usage == Usage(1000, 20, cached_input_tokens=640)
+
+
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 async def test_reasoning_goes_to_thinking_not_content(
     llm: FakeLLM, provider: OpenAICompatProvider, field: str

@@ -238,3 +238,55 @@ async def test_pause_resume_and_remove_a_scheduled_job(served: Served, browser: 
     await expect(page.locator(".notice.ok")).to_have_text(f"Job {job_id} removed.")
     await expect(page.locator("#no-jobs")).to_be_visible()
     assert await SqlCronJobs(served.app.db).list() == []
+
+
+async def test_usage_page_draws_the_days_and_matches_the_cli_and_the_api(
+    served: Served, browser: Browser
+) -> None:
+    import io
+    import json
+    from argparse import Namespace
+
+    from bot.cli import usage as usage_cli
+
+    llm, tg = served.llm, served.tg
+    llm.script(
+        tool_calls(call("list_files", {}), usage=(1200, 40), cached_tokens=200),
+        text("Here you go.", usage=(1500, 60)),
+    )
+    tg.push(tg.private_message("what is in my folder?", user_id=USER))
+    await tg.wait_for(lambda: tg.texts() == ["Here you go."])
+    await served.app.meter.store.flush()  # written behind the runs, within a second
+    out = io.StringIO()
+    await usage_cli.run(served.app.config, Namespace(since="7d", by="user", json=True), out)
+    cli = json.loads(out.getvalue())
+    async with httpx.AsyncClient(base_url=served.base) as client:
+        api = (
+            await client.get(
+                "/admin/api/usage",
+                params={"since": "7d", "by": "user"},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+        ).json()
+    totals = ("input_tokens", "cached_input_tokens", "output_tokens", "runs")
+    assert [cli[k] for k in totals] == [api[k] for k in totals] == [2700, 200, 100, 1]
+    assert api["rows"] == cli["rows"]
+    assert api["days"][-1]["input_tokens"] == 2700 and len(api["days"]) == 8
+
+    page = await signed_in(browser, served)
+    await page.get_by_role("link", name="Usage").click()
+    await expect(page.get_by_role("heading", name="Usage", exact=True)).to_be_visible()
+    await page.get_by_label("By").select_option("user")
+    await page.get_by_role("button", name="Show").click()
+    shown = page.locator("#usage-totals")
+    await expect(shown.locator('[data-total="input_tokens"]')).to_have_text("2,700")
+    await expect(shown.locator('[data-total="cached_input_tokens"]')).to_have_text("200")
+    await expect(shown.locator('[data-total="output_tokens"]')).to_have_text("100")
+    await expect(shown.locator('[data-total="runs"]')).to_have_text("1")
+    await expect(shown.locator('[data-total="cost_usd"]')).to_have_text("unknown")
+    await expect(page.locator("#usage-rows tbody tr")).to_have_text(re.compile(f"telegram:{USER}"))
+    # uPlot drew both charts (a canvas each) over the 8 days of the period
+    for chart in ("#tokens-chart", "#cost-chart"):
+        await expect(page.locator(f"{chart} canvas")).to_have_count(1)
+        await expect(page.locator(chart)).to_have_attribute("data-points", "8")
+    await expect(page.locator(".u-legend").first).to_contain_text("input")

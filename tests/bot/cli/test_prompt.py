@@ -157,3 +157,18 @@ class TestExecSections:
         prompt = self.render(tmp_path, disabled_tools=["exec"])
         assert not {"credentialed_cli", "sandbox"} & set(sections(prompt))
         assert "- exec:" not in prompt
+
+
+def test_the_runtime_section_gives_the_models_price_as_a_run_gets_it(tmp_path: Path) -> None:
+    import genai_prices
+
+    table = render_prompt(config_at(tmp_path / "ws"), "main", channel="web", chat_type="direct")
+    # the default provider is "openai" with gpt-4o-mini: priced by the table
+    assert re.search(
+        rf"\npricing: \$[\d.]+/Mtok input, \$[\d.]+/Mtok output, \$[\d.]+/Mtok cached input "
+        rf"\(genai-prices {re.escape(genai_prices.__version__)}\)",
+        table,
+    )
+    config = config_at(tmp_path / "ws")
+    config.providers.openai.model = "a-local-model"
+    assert "pricing:" not in render_prompt(config, "main", channel="web", chat_type="direct")

@@ -37,6 +37,7 @@ def result(status: RunStatus) -> RunResult:
         (RunStatus.MAX_ITERATIONS, True),
         (RunStatus.CANCELLED, True),
         (RunStatus.BUDGET_EXCEEDED, False),
+        (RunStatus.USAGE_LIMIT, False),
         (RunStatus.FAILED, False),
     ],
 )
@@ -51,6 +52,7 @@ def test_every_status_has_an_expected_ending() -> None:
         RunStatus.MAX_ITERATIONS,
         RunStatus.CANCELLED,
         RunStatus.BUDGET_EXCEEDED,
+        RunStatus.USAGE_LIMIT,
         RunStatus.FAILED,
     }
 

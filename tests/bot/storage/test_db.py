@@ -51,7 +51,7 @@ def _revision(conn: Connection) -> str | None:
 async def test_new_database_is_migrated_to_head(backend: Backend) -> None:
     async with await backend.open() as db, db.engine.connect() as conn:
         assert TABLES | {"alembic_version"} <= await conn.run_sync(_tables)
-        assert await conn.run_sync(_revision) == head_revision() == "0008"
+        assert await conn.run_sync(_revision) == head_revision() == "0009"
     if backend.name == "sqlite":
         assert _file_exists(backend.url.split("///", 1)[1])  # its parent dir was created
 

@@ -73,6 +73,19 @@ class TestObserveTrace:
         assert metrics.tokens == {("main", "m", "input"): 100, ("main", "m", "output"): 10}
         assert metrics.cost_usd == {}
 
+    def test_the_usage_accountings_cost_and_cached_tokens_are_counted(self) -> None:
+        trace = new_trace("run", "s", "main")
+        priced = trace.start_span(SpanKind.LLM, "openai/m", provider="openai", model="m")
+        priced.end(input_tokens=100, output_tokens=10, cached_input_tokens=40, cost_usd=0.25)
+        unknown = trace.start_span(SpanKind.LLM, "local/x", provider="local", model="x")
+        unknown.end(input_tokens=5, output_tokens=1, cached_input_tokens=0, cost_usd=None)
+        trace.finish("completed")
+        metrics = Metrics()
+        metrics.observe_trace(trace)
+        assert metrics.tokens[("main", "m", "cached")] == 40
+        assert metrics.cost_usd == {("main", "m"): 0.25}  # the unpriced call adds tokens only
+        assert metrics.tokens[("main", "x", "input")] == 5
+
     def test_the_model_call_a_stopped_run_was_in_is_cancelled_not_an_error(self) -> None:
         trace = new_trace("run", "s", "main")
         call = trace.start_span(SpanKind.LLM, "openai/m", provider="openai", model="m")

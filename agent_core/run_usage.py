@@ -1,0 +1,65 @@
+"""The loop's side of metering (``agent_core/usage.py``): a call's reservation, and the stop
+when a usage limit refuses one."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from agent_core.providers.base import ModelRequest
+from agent_core.run import RunStatus
+from agent_core.run_state import Finish, RunState
+from agent_core.tokens import TokenCounter
+from agent_core.usage import (
+    DEFAULT_OUTPUT_ESTIMATE,
+    LlmCall,
+    Reservation,
+    UsageLimitReached,
+    UsageMeter,
+)
+
+log = structlog.get_logger(__name__)
+
+
+async def reserve_call(
+    meter: UsageMeter,
+    state: RunState,
+    iteration: int,
+    provider: str,
+    model_request: ModelRequest,
+    counter: Callable[[str], Awaitable[TokenCounter]],
+) -> Reservation:
+    """Hold the call's estimate; raises :class:`UsageLimitReached` when a limit refuses it.
+
+    The request's input is counted only when a limit applies to the run: counting loads a
+    tokenizer, which most runs never need (``agent_core/tokens.py``).
+    """
+    tokens = 0
+    if meter.needs_estimate(state.request):
+        tokens = (await counter(model_request.model)).count(model_request.messages)
+    call = LlmCall(
+        state.request,
+        provider,
+        model_request.model,
+        iteration,
+        input_tokens=tokens,
+        max_output_tokens=model_request.max_tokens or DEFAULT_OUTPUT_ESTIMATE,
+        first_of_run=not state.metered,
+    )
+    return await meter.reserve(call)
+
+
+def usage_stop(state: RunState, exc: UsageLimitReached) -> Finish:
+    """A limit refused the next call: the run stops here and the user gets the notice; the
+    trace says which limit and when it resets."""
+    log.warning(
+        "run.usage_limit",
+        run_id=state.request.run_id,
+        reason=exc.reason,
+        resets_at=exc.resets_at.isoformat(),
+    )
+    state.stop_reason = f"usage_limit: {exc.reason}"
+    state.trace.root.attributes["stop_reason"] = state.stop_reason
+    state.trace.root.attributes["usage_resets_at"] = exc.resets_at.isoformat()
+    return Finish(exc.notice, RunStatus.USAGE_LIMIT)

@@ -1,0 +1,136 @@
+"""Usage-limit counters shared by every process: one Redis hash per scope and period.
+
+The same rule as :class:`bot.usage.LocalCounters` (``bot/usage/counters.py``), made atomic
+across processes by Lua scripts: a call's admission checks and reserves in all of its scopes in
+one step, so two processes can't both take the last of a budget.
+
+Keys: ``<prefix>:usage:<scope key>`` with fields ``ut`` and ``uu`` (tokens and USD used),
+``rt`` and ``ru`` (reserved by calls in flight), ``n`` (how many); they expire a day after their
+period ends. A missing key is seeded from the shared database's hourly rollup first (only if
+still missing, so a peer's counts are never overwritten). When Redis can't be reached the call
+is let through and ``usage.counters_unavailable`` is logged: a budget check must not take the
+service down with Redis. A process killed during a call leaves its reservation held until the
+period ends (limits are then reached a little early, never late).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from bot.cluster.connection import RedisLink
+from bot.usage import Refusal, Scope
+from bot.usage.counters import Seed
+
+log = structlog.get_logger(__name__)
+
+KEEP_AFTER_PERIOD_MS = 86_400_000
+
+_SEED = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'ut', ARGV[1], 'uu', ARGV[2], 'rt', 0, 'ru', 0, 'n', 0)
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return 1
+"""
+
+_ADMIT = """
+local est_t = tonumber(ARGV[1])
+local est_u = tonumber(ARGV[2])
+for i = 1, #KEYS do
+  local tl = tonumber(ARGV[2 * i + 1])
+  local ul = tonumber(ARGV[2 * i + 2])
+  local v = redis.call('HMGET', KEYS[i], 'ut', 'uu', 'rt', 'ru', 'n')
+  if not v[1] then return 'missing:' .. i end
+  local ut, uu = tonumber(v[1]), tonumber(v[2])
+  local rt, ru, n = tonumber(v[3] or 0), tonumber(v[4] or 0), tonumber(v[5] or 0)
+  if tl > 0 and (ut >= tl or (n > 0 and ut + rt + est_t > tl)) then return 'tokens:' .. i end
+  if ul > 0 and (uu >= ul or (n > 0 and uu + ru + est_u > ul)) then return 'usd:' .. i end
+end
+for i = 1, #KEYS do
+  redis.call('HINCRBY', KEYS[i], 'rt', est_t)
+  redis.call('HINCRBYFLOAT', KEYS[i], 'ru', est_u)
+  redis.call('HINCRBY', KEYS[i], 'n', 1)
+end
+return 'ok'
+"""
+
+_SETTLE = """
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('HINCRBY', KEYS[i], 'rt', -tonumber(ARGV[1]))
+    redis.call('HINCRBYFLOAT', KEYS[i], 'ru', -tonumber(ARGV[2]))
+    redis.call('HINCRBY', KEYS[i], 'n', -1)
+    redis.call('HINCRBY', KEYS[i], 'ut', ARGV[3])
+    redis.call('HINCRBYFLOAT', KEYS[i], 'uu', ARGV[4])
+  end
+end
+return 1
+"""
+
+
+class RedisUsageCounters:
+    """Satisfies :class:`bot.usage.BudgetCounters`."""
+
+    def __init__(self, link: RedisLink, seed: Seed) -> None:
+        self.link = link
+        self._seed = seed
+
+    def _key(self, scope: Scope) -> str:
+        return self.link.key("usage", scope.key)
+
+    async def admit(self, scopes: Sequence[Scope], tokens: int, usd: float) -> Refusal | None:
+        keys = [self._key(scope) for scope in scopes]
+        limits: list[str] = []
+        for scope in scopes:
+            limits += [str(scope.token_limit), repr(float(scope.usd_limit))]
+        try:
+            for _ in range(3):  # a key that expired between seeding and admission is re-seeded
+                await self._seed_missing(scopes, keys)
+                answer = await self.link.client.eval(
+                    _ADMIT, len(keys), *keys, str(tokens), repr(float(usd)), *limits
+                )
+                verdict, _, index = _text(answer).partition(":")
+                if verdict == "ok":
+                    return None
+                if verdict in ("tokens", "usd"):
+                    return Refusal(
+                        scopes[int(index) - 1], "tokens" if verdict == "tokens" else "usd"
+                    )
+        except Exception as exc:
+            self.link.mark(False, exc)
+            log.warning("usage.counters_unavailable", error=repr(exc))
+        return None
+
+    async def settle(
+        self, scopes: Sequence[Scope], reserved: tuple[int, float], used: tuple[int, float]
+    ) -> None:
+        keys = [self._key(scope) for scope in scopes]
+        try:
+            await self.link.client.eval(
+                _SETTLE,
+                len(keys),
+                *keys,
+                str(reserved[0]),
+                repr(float(reserved[1])),
+                str(used[0]),
+                repr(float(used[1])),
+            )
+        except Exception as exc:
+            self.link.mark(False, exc)
+            log.warning("usage.counters_unavailable", error=repr(exc))
+
+    async def _seed_missing(self, scopes: Sequence[Scope], keys: list[str]) -> None:
+        client = self.link.client
+        for scope, key in zip(scopes, keys, strict=True):
+            if await client.exists(key):
+                continue
+            used_tokens, used_usd = await self._seed(scope)
+            lifetime = scope.resets_at - scope.since
+            ttl = int(lifetime.total_seconds() * 1000) + KEEP_AFTER_PERIOD_MS
+            await client.eval(_SEED, 1, key, str(used_tokens), repr(float(used_usd)), str(ttl))
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,131 @@
+"""The counters behind the limits: used and reserved, per scope and period.
+
+A counter starts from what the hourly rollup recorded for its period (``seed``), then follows
+every call: :meth:`BudgetCounters.admit` checks and reserves a call's estimate in all of its
+scopes at once, :meth:`BudgetCounters.settle` swaps the estimate for what the call used.
+
+The rule, per scope and unit (tokens, USD), with ``used`` what calls recorded and ``reserved``
+what calls in flight hold:
+
+- ``used >= limit``: refused (the limit is reached);
+- other calls in flight and ``used + reserved + estimate > limit``: refused, so concurrent runs
+  can't overshoot together;
+- otherwise the call is admitted and its estimate reserved. A lone call is not refused for its
+  estimate alone (it may use far less than its ``max_tokens``): a limit is overshot by at most
+  one call's real usage.
+
+:class:`LocalCounters` keeps them in this process (one process is the whole service); with
+``redis.url`` the cluster's Redis counters are shared by every process
+(``bot/cluster/usage_counters.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.usage.limits import Scope, Unit
+
+Seed = Callable[[Scope], Awaitable[tuple[int, float]]]
+"""What the rollup recorded in a scope's period so far: (tokens, USD)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    scope: Scope
+    unit: Unit
+
+
+class BudgetCounters(Protocol):
+    async def admit(self, scopes: Sequence[Scope], tokens: int, usd: float) -> Refusal | None:
+        """Reserve ``tokens`` and ``usd`` in every scope, or none and say which refuses."""
+
+    async def settle(
+        self, scopes: Sequence[Scope], reserved: tuple[int, float], used: tuple[int, float]
+    ) -> None:
+        """Release a call's reservation and count what it used."""
+
+
+@dataclass(slots=True)
+class _Counter:
+    used_tokens: int
+    used_usd: float
+    reserved_tokens: int = 0
+    reserved_usd: float = 0.0
+    in_flight: int = 0
+
+
+def refusal_unit(
+    scope: Scope,
+    used: tuple[int, float],
+    reserved: tuple[int, float],
+    in_flight: int,
+    estimate: tuple[int, float],
+) -> Unit | None:
+    """The unit in which ``scope`` refuses a call (the rule above), or None."""
+    checks: list[tuple[Unit, float, float, float, float]] = [
+        ("tokens", scope.token_limit, used[0], reserved[0], estimate[0]),
+        ("usd", scope.usd_limit, used[1], reserved[1], estimate[1]),
+    ]
+    for unit, limit, spent, held, wanted in checks:
+        if not limit:
+            continue
+        if spent >= limit or (in_flight and spent + held + wanted > limit):
+            return unit
+    return None
+
+
+class LocalCounters:
+    """Counters in this process's memory."""
+
+    def __init__(self, seed: Seed) -> None:
+        self._seed = seed
+        self._counters: dict[str, _Counter] = {}
+
+    async def admit(self, scopes: Sequence[Scope], tokens: int, usd: float) -> Refusal | None:
+        for scope in scopes:
+            if scope.key not in self._counters:
+                used_tokens, used_usd = await self._seed(scope)
+                # A concurrent admit may have seeded it while this one awaited.
+                self._counters.setdefault(scope.key, _Counter(used_tokens, used_usd))
+        # From here on no await: checking and reserving are one step for the event loop.
+        for scope in scopes:
+            c = self._counters[scope.key]
+            unit = refusal_unit(
+                scope,
+                (c.used_tokens, c.used_usd),
+                (c.reserved_tokens, c.reserved_usd),
+                c.in_flight,
+                (tokens, usd),
+            )
+            if unit is not None:
+                return Refusal(scope, unit)
+        for scope in scopes:
+            c = self._counters[scope.key]
+            c.reserved_tokens += tokens
+            c.reserved_usd += usd
+            c.in_flight += 1
+        self._forget_old(scopes)
+        return None
+
+    async def settle(
+        self, scopes: Sequence[Scope], reserved: tuple[int, float], used: tuple[int, float]
+    ) -> None:
+        for scope in scopes:
+            c = self._counters.get(scope.key)
+            if c is None:
+                continue
+            c.reserved_tokens = max(c.reserved_tokens - reserved[0], 0)
+            c.reserved_usd = max(c.reserved_usd - reserved[1], 0.0)
+            c.in_flight = max(c.in_flight - 1, 0)
+            c.used_tokens += used[0]
+            c.used_usd += used[1]
+
+    def _forget_old(self, current: Sequence[Scope]) -> None:
+        """Yesterday's counters go once today's exist (keys carry their period)."""
+        if len(self._counters) < 10_000:
+            return
+        keep = {scope.key for scope in current}
+        for key in [k for k, c in self._counters.items() if not c.in_flight and k not in keep]:
+            del self._counters[key]

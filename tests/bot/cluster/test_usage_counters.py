@@ -1,0 +1,109 @@
+"""Usage-limit counters shared through Redis (``bot/cluster/usage_counters.py``): two
+processes' links on one key prefix admit and settle against the same counters."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from agent_core import RunStatus
+from bot.app import Loopgate
+from bot.cluster.connection import RedisLink
+from bot.cluster.usage_counters import RedisUsageCounters
+from bot.usage.limits import Scope
+from channels import ChatRef, ChatType
+from tests.cluster_support import (  # noqa: F401
+    ClusterConfig,
+    cluster_config,
+    links,
+    needs_postgres,
+    needs_redis,
+    redis_prefix,
+    shared_schema,
+)
+from tests.conftest import ChatDriver
+from tests.fakes.llm_server import FakeLLM, text
+
+pytestmark = [needs_redis]
+
+SINCE = datetime(2026, 12, 5, tzinfo=UTC)
+
+
+def scope(tokens: int = 0, usd: float = 0.0, key: str = "user:web:alice:2026-12-05") -> Scope:
+    return Scope(
+        key, "user_daily", SINCE, SINCE + timedelta(days=1), token_limit=tokens, usd_limit=usd
+    )
+
+
+class Seeds:
+    """What the shared database's rollup says, and how often it was asked."""
+
+    def __init__(self, tokens: int = 0, usd: float = 0.0) -> None:
+        self.value = (tokens, usd)
+        self.asked = 0
+
+    async def __call__(self, _: Scope) -> tuple[int, float]:
+        self.asked += 1
+        return self.value
+
+
+async def test_two_processes_reserve_against_one_counter(
+    links: tuple[RedisLink, RedisLink],  # noqa: F811
+) -> None:
+    seeds = Seeds(tokens=100)
+    one, two = (RedisUsageCounters(link, seeds) for link in links)
+    limit = scope(tokens=1000)
+    verdicts = await asyncio.gather(
+        *(counters.admit([limit], 400, 0.0) for counters in (one, two, one, two))
+    )
+    # 100 recorded: 100 + 400 + 400 fits, a third estimate would overshoot, wherever it runs
+    assert sum(v is None for v in verdicts) == 2
+    assert all(v.unit == "tokens" for v in verdicts if v is not None)
+    assert seeds.asked <= 2  # seeded once (two processes may both read, one write wins)
+    await one.settle([limit], (400, 0.0), (150, 0.0))
+    await two.settle([limit], (400, 0.0), (900, 0.0))
+    # 1150 recorded: reached, for both processes
+    assert await one.admit([limit], 1, 0.0) is not None
+    assert await two.admit([limit], 1, 0.0) is not None
+
+
+async def test_usd_budgets_and_a_seed_never_overwrites_a_peers_counts(
+    links: tuple[RedisLink, RedisLink],  # noqa: F811
+) -> None:
+    one = RedisUsageCounters(links[0], Seeds(usd=0.5))
+    budget = scope(usd=1.0, key="agent:main:2026-12-05")
+    assert await one.admit([budget], 10, 0.3) is None
+    await one.settle([budget], (10, 0.3), (10, 0.45))  # 0.95 used
+    # the second process's database read is older: it must not reset the counter
+    two = RedisUsageCounters(links[1], Seeds(usd=0.0))
+    assert await two.admit([budget], 10, 0.01) is None  # 0.95 < 1.0: a lone call may go
+    refusal = await one.admit([budget], 10, 0.01)  # in flight: 0.95 + 0.01 + 0.01 fits
+    assert refusal is None
+    await two.settle([budget], (10, 0.01), (10, 0.2))  # 1.15 used
+    refused = await two.admit([budget], 1, 0.0)
+    assert refused is not None and refused.unit == "usd" and refused.scope is budget
+
+
+async def test_without_redis_the_call_goes_through() -> None:
+    link = RedisLink("redis://127.0.0.1:1/0", key_prefix="lgtest-down", lease_seconds=1)
+    counters = RedisUsageCounters(link, Seeds(tokens=10_000))
+    assert await counters.admit([scope(tokens=1)], 1, 0.0) is None
+    await counters.settle([scope(tokens=1)], (1, 0.0), (1, 0.0))  # logged, not raised
+
+
+@needs_postgres
+async def test_a_quota_used_up_in_one_process_refuses_in_another(
+    cluster_config: ClusterConfig,  # noqa: F811
+    llm: FakeLLM,
+) -> None:
+    config = cluster_config(usage={"user_daily_tokens": 1000})
+    async with Loopgate(config) as first, Loopgate(config) as second:
+        assert isinstance(first.meter.counters, RedisUsageCounters)
+        llm.script(text("first", usage=(900, 150)))
+        here = ChatDriver(first, ChatRef("web", "dm-alice-1", ChatType.DIRECT))
+        answered = await here.ask("hello")
+        assert answered is not None and answered.status is RunStatus.COMPLETED
+        there = ChatDriver(second, ChatRef("web", "dm-alice-2", ChatType.DIRECT))
+        refused = await there.ask("hello again")
+        assert refused is not None and refused.status is RunStatus.USAGE_LIMIT
+        assert len(llm.chat_requests) == 1
