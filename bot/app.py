@@ -214,6 +214,8 @@ class Loopgate:
         )
         self._gateway = gateway
         router.exec_approver = gateway.approvals
+        if self.cluster is not None:  # before any run may ask: answers reach every process
+            await self.cluster.approvals.attach(gateway.approvals)
         self._stack.push_async_callback(gateway.aclose)
         # send_file reaches the run's chat through the gateway's channels (before any resolve).
         router.files = ChatFileSender(gateway.channels, sent=dedupe)

@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from bot.cluster.approvals import ClusterApprovals
 from bot.cluster.connection import RedisLink, RedisState
 from bot.cluster.dedupe import FastDedupe
 from bot.cluster.locks import RedisLocks
@@ -38,6 +39,9 @@ class Cluster:
         self.locks = RedisLocks(self.link)
         """The compaction and seeding locks lent to every agent (``agent_core.locks``)."""
         self.work: ClusterWork | None = None
+        self.approvals = ClusterApprovals(self.link)
+        """``/approve`` and ``/deny`` reach the process where the command waits (attached to
+        the gateway's approvals by ``bot.app``)."""
 
     @property
     def process_id(self) -> str:
@@ -94,6 +98,8 @@ class Cluster:
 
     async def aclose(self) -> None:
         await self.release_pollers()
+        with suppress(Exception):
+            await self.approvals.aclose()
         with suppress(Exception):
             await self.registry.aclose()
         await self.link.aclose()

@@ -9,18 +9,24 @@ admins (``bot.admins``, ``channels.<name>.admins``) may answer. Without an answe
 with buttons (:class:`channels.ChoicePoster`: Slack) the request carries Approve and Deny
 buttons, whose clicks arrive as those two commands from the user who clicked.
 
-Waiting commands live in this process: in a cluster, the answer must reach the process that
-runs the turn (it does for the chats whose messages that process holds).
+Waiting commands live in the process running the turn. With several processes
+(``redis.url``), an answer that finds nothing waiting here goes through the
+:class:`ApprovalRelay` (``bot/cluster/approvals.py``) to the process where the command waits;
+that process checks the answerer against the waiting command's agent, exactly as here, and
+says what came of it, which is what the answerer's reply tells the chat. Without a relay no
+Redis is involved.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 
@@ -48,7 +54,59 @@ class _Waiting:
     )
 
 
-def _chat_key(chat: ChatRef) -> tuple[str, str, str]:
+ChatKey = tuple[str, str, str]
+"""Where commands wait: channel, chat id and thread (``""`` outside threads)."""
+
+
+class Answer(enum.StrEnum):
+    """What came of one ``/approve`` or ``/deny``."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    REFUSED = "refused"  # not an owner or admin of the waiting command's agent: it keeps waiting
+    NOTHING = "nothing"  # no command waits in this chat (in any process)
+    GONE = "gone"  # the command named was answered or gave up meanwhile (between processes)
+    UNCONFIRMED = "unconfirmed"  # the process holding it did not confirm in time
+    UNREACHABLE = "unreachable"  # nothing here, and the other processes can't be asked now
+
+
+REPLIES = {
+    Answer.APPROVED: "Approved: the command runs now.",
+    Answer.DENIED: "Denied: the command will not run.",
+    Answer.REFUSED: "Only an owner or admin of this agent may answer.",
+    Answer.NOTHING: "No command is waiting for approval here.",
+    Answer.GONE: "No command is waiting for approval here.",
+    Answer.UNCONFIRMED: (
+        "The command waiting here is held by another process of this bot, which did not "
+        "confirm your answer in time: answer again if it is still waiting."
+    ),
+    Answer.UNREACHABLE: (
+        "No command is waiting here in this process, and the bot's other processes can't be "
+        "asked right now: try again in a moment."
+    ),
+}
+"""The reply to the answerer. The command is not repeated: the reply goes out as it is,
+without the rendering that keeps the request's command from being read as markup."""
+
+
+class ApprovalRelay(Protocol):
+    """Several processes: where commands wait, and answers for the others
+    (:class:`bot.cluster.approvals.ClusterApprovals`)."""
+
+    async def asked(self, chat: ChatKey, waiting_id: int, waits_for: float) -> None:
+        """A command waits here for at most ``waits_for`` seconds: other processes may find it."""
+        ...
+
+    async def settled(self, chat: ChatKey, waiting_id: int) -> None:
+        """It waits no more (answered, timed out, its run cancelled)."""
+        ...
+
+    async def forward(self, chat: ChatKey, user_id: str, *, approve: bool) -> Answer:
+        """Nothing waits here: answer the oldest command waiting in another process."""
+        ...
+
+
+def _chat_key(chat: ChatRef) -> ChatKey:
     return (chat.channel, chat.chat_id, chat.thread_id or "")
 
 
@@ -65,7 +123,9 @@ class ExecApprovals:
 
     def __init__(self, channels: Mapping[str, Channel]) -> None:
         self.channels = channels
-        self._waiting: dict[tuple[str, str, str], deque[_Waiting]] = {}
+        self._waiting: dict[ChatKey, deque[_Waiting]] = {}
+        self.relay: ApprovalRelay | None = None
+        """Set when several processes share the chats (``redis.url``); None: this process only."""
 
     def waiting(self, chat: ChatRef) -> int:
         return len(self._waiting.get(_chat_key(chat), ()))
@@ -95,9 +155,13 @@ class ExecApprovals:
             )
             return Verdict.DENIED
         waiting = _Waiting(next(_ids), command, profile, ctx.run_id)
-        queue = self._waiting.setdefault(_chat_key(chat), deque())
+        key = _chat_key(chat)
+        queue = self._waiting.setdefault(key, deque())
         queue.append(waiting)
+        relay = self.relay
         try:
+            if relay is not None:  # before the request is posted, so any answer can find it
+                await relay.asked(key, waiting.id, profile.approval_timeout)
             await self._post_request(channel, chat, command, profile)
             log.info("exec.approval_asked", run_id=ctx.run_id, chat=chat.chat_id, id=waiting.id)
             try:
@@ -115,7 +179,9 @@ class ExecApprovals:
         finally:
             queue.remove(waiting)
             if not queue:
-                self._waiting.pop(_chat_key(chat), None)
+                self._waiting.pop(key, None)
+            if relay is not None:
+                await relay.settled(key, waiting.id)
         log.info("exec.approval_answered", run_id=ctx.run_id, id=waiting.id, verdict=str(verdict))
         return verdict
 
@@ -139,19 +205,29 @@ class ExecApprovals:
         else:
             await send_with_retry(channel, chat, last)
 
-    def answer(self, msg: InboundMessage, *, approve: bool) -> str:
+    async def answer(self, msg: InboundMessage, *, approve: bool) -> str:
         """``/approve`` or ``/deny`` from ``msg``: the reply to post in the chat."""
-        queue = self._waiting.get(_chat_key(msg.chat))
-        if not queue:
-            return "No command is waiting for approval here."
-        waiting = next((w for w in queue if not w.answer.done()), None)
-        if waiting is None:
-            return "No command is waiting for approval here."
+        key = _chat_key(msg.chat)
         user_id = f"{msg.chat.channel}:{msg.sender.id}"
+        outcome = self.resolve(key, user_id, approve=approve)
+        if outcome is Answer.NOTHING and self.relay is not None:
+            outcome = await self.relay.forward(key, user_id, approve=approve)
+        return REPLIES[outcome]
+
+    def resolve(
+        self, chat: ChatKey, user_id: str, *, approve: bool, waiting_id: int | None = None
+    ) -> Answer:
+        """Answer the oldest command still waiting in ``chat`` in this process (or the one
+        numbered ``waiting_id``, which another process found), if ``user_id`` is an owner or
+        admin of its agent. The one permission check, whichever process the answer came to."""
+        queue = self._waiting.get(chat, ())
+        waiting = next(
+            (w for w in queue if not w.answer.done() and waiting_id in (None, w.id)), None
+        )
+        if waiting is None:
+            return Answer.NOTHING if waiting_id is None else Answer.GONE
         if not waiting.profile.is_trusted(user_id):
             log.info("exec.approval_refused", sender=user_id, id=waiting.id)
-            return "Only an owner or admin of this agent may answer."
+            return Answer.REFUSED
         waiting.answer.set_result(Verdict.APPROVED if approve else Verdict.DENIED)
-        # The command is not repeated: this reply goes out as it is, without the rendering
-        # that keeps the request's command from being read as markup.
-        return "Approved: the command runs now." if approve else "Denied: the command will not run."
+        return Answer.APPROVED if approve else Answer.DENIED

@@ -441,7 +441,7 @@ class Gateway:
             await self.sessions.reset_session(key)
             reply = "New conversation started."
         elif command in (Command.APPROVE, Command.DENY):
-            reply = self.approvals.answer(msg, approve=command is Command.APPROVE)
+            reply = await self.approvals.answer(msg, approve=command is Command.APPROVE)
         else:
             reply = HELP_TEXT
         log.info("command.handled", command=str(command), session_key=key, sender=msg.sender.id)
