@@ -152,9 +152,13 @@ class Chaos:
     # -- kills -----------------------------------------------------------------------------
 
     async def kill_one(self) -> None:
-        up = [p for p in self.cluster.alive if p.index not in self.restarting]
-        if not up:
-            return
+        # On a loaded machine every process may still be restarting when the next kill is due:
+        # wait for one to be up rather than skip the kill (a run must make all its kills).
+        deadline = time.monotonic() + 120
+        while not (up := [p for p in self.cluster.alive if p.index not in self.restarting]):
+            if time.monotonic() > deadline:
+                return
+            await asyncio.sleep(0.1)
         victim = self.rng.choice(up)
         self.restarting.add(victim.index)
         await victim.kill()
