@@ -94,8 +94,8 @@ class PriceBook:
                 except Exception as exc:  # a broken table prices nothing; it fails no run
                     log.warning("usage.price_table_failed", model=model, error=repr(exc))
                     found = None
-                if found is None:
-                    log.warning("usage.unpriced_model", provider=provider, model=model)
+                if found is None:  # documented (cost null), not a fault: once per model
+                    log.info("usage.unpriced_model", provider=provider, model=model)
                 self._known[key] = found
         return self._known[key]
 
