@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
-from sqlalchemy.sql.expression import Executable
+from sqlalchemy.sql.expression import BindParameter, Executable
 
 from bot.redaction import redact
 from bot.storage._db import Database
@@ -415,7 +415,9 @@ def _claim_statement() -> Executable:
     one of its pending entries: it may still be answering the one before them."""
     t = _TABLE
     pending = t.c.state.in_([s.value for s in PENDING])
-    key, me, now = bindparam("key"), bindparam("me"), bindparam("now")
+    key: BindParameter[str] = bindparam("key")
+    me: BindParameter[str] = bindparam("me")
+    now: BindParameter[datetime] = bindparam("now")
     held_elsewhere = (
         select(t.c.id)
         .where(t.c.session_key == key, pending, t.c.owner != me, t.c.lease_until >= now)
