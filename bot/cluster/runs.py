@@ -276,7 +276,9 @@ class ClusterRunRegistry:
         try:
             found: dict[str, RemoteRun] = {}
             hashes = await self._read_records(
-                keys=[self.directory], args=[self.link.key("runs", ""), self.link.process_id]
+                client=self.link.client,
+                keys=[self.directory],
+                args=[self.link.key("runs", ""), self.link.process_id],
             )
             for name, records in hashes:
                 for raw in records:
