@@ -54,8 +54,10 @@ LATENCY_USER = 42
 WARMUP_USER = 7
 
 
-def write_config(workdir: Path, llm: FakeLLM, tg: BenchTelegram) -> Path:
-    config = {
+def write_config(
+    workdir: Path, llm: FakeLLM, tg: BenchTelegram, all_capabilities: bool = False
+) -> Path:
+    config: dict[str, Any] = {
         "providers": {"openai": {"base_url": llm.base_url, "model": "fake-model"}},
         "channels": {
             "telegram": {
@@ -67,9 +69,36 @@ def write_config(workdir: Path, llm: FakeLLM, tg: BenchTelegram) -> Path:
         },
         "bot": {"sender_rate_limit": "off"},
     }
+    if all_capabilities:
+        config.update(ALL_CAPABILITIES)
+        config["providers"]["openai"]["pricing"] = {"input_per_mtok": 0.15, "output_per_mtok": 0.6}
     path = workdir / "config.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
     return path
+
+
+# Every capability added since issue 33 configured but not used (the replies stay text):
+# a daily heartbeat (a cron job that does not fire during the run), voice transcription,
+# web_fetch and web_search against a search server that is not there, exec in bwrap (probed at
+# start), quotas and budgets far above what the run spends, and OTLP export to a collector
+# that is down (each batch fails in the background).
+ALL_CAPABILITIES: dict[str, Any] = {
+    "agents": {
+        "defaults": {"budget": {"daily_usd": 1_000_000, "monthly_usd": 1_000_000}},
+        "main": {"heartbeat": {"every": "1d", "chat": f"telegram:{LATENCY_USER}"}},
+    },
+    "cron": {"timezone": "UTC"},
+    "media": {"transcription": {"provider": "openai"}},
+    "tools": {
+        "web": {
+            "search": {"provider": "searxng", "searxng": {"base_url": "http://127.0.0.1:9"}},
+            "allow_hosts": ["127.0.0.1"],
+        },
+        "exec": {"enabled": True, "sandbox": "bwrap"},
+    },
+    "usage": {"user_daily_tokens": 1_000_000_000, "user_daily_usd": 1_000_000},
+    "tracing": {"otlp": {"endpoint": "http://127.0.0.1:9"}},
+}
 
 
 # -- the measurements ------------------------------------------------------------------------
@@ -118,7 +147,7 @@ def api_calls(tg: BenchTelegram, since: int, replies: int) -> dict[str, float]:
 async def run(args: argparse.Namespace, workdir: Path) -> Result:
     result = Result()
     async with FakeLLM() as llm, BenchTelegram() as tg:
-        config = write_config(workdir, llm, tg)
+        config = write_config(workdir, llm, tg, args.all_capabilities)
         if args.restart:  # a deployment's usual start: the database exists and is migrated
             first, first_log, _ = await start_serve(workdir, config, None)
             await stop_serve(first, first_log)
@@ -283,6 +312,11 @@ def main() -> None:
         help="start and stop the server once first, so the measured one opens a migrated database",
     )
     parser.add_argument(
+        "--all-capabilities",
+        action="store_true",
+        help="configure cron, media, web, exec, usage limits and OTLP too (replies stay text)",
+    )
+    parser.add_argument(
         "--show-profile",
         nargs=3,
         metavar=("FILE", "REPLIES", "CPU_MS"),
@@ -308,6 +342,7 @@ def main() -> None:
         else:
             print(f"work dir: {workdir}", file=sys.stderr)
     data = result.as_json()
+    data["configuration"] = "all-capabilities" if args.all_capabilities else "plain"
     print_table(data, args)
     if args.profile is not None:
         show = print_samples if args.sample else print_profile

@@ -125,10 +125,29 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     assert "bot.pipeline.gateway" in modules and "agent_core.context_budget" in modules
     # croniter (with dateutil, about 5 MiB) only once a cron expression is scheduled.
     # trafilatura (with lxml, justext, htmldate...) only with the first HTML page web_fetch reads.
+    # genai-prices (~10 MiB once its table is built) only in the child that looks a price up
+    # (bot/usage/_table_lookup.py).
     heavy = {"redis", "tiktoken", "httpx_sse", "croniter", "trafilatura", "lxml", "justext"}
+    heavy |= {"genai_prices"}
     assert not {m.split(".")[0] for m in modules} & heavy
     # prometheus-client only once /metrics is asked; the OpenTelemetry SDK only with
     # tracing.otlp.endpoint set (bot/telemetry).
     assert not {m.split(".")[0] for m in modules} & {"prometheus_client", "opentelemetry"}
     assert "agent_core.providers._anthropic" not in modules
     assert "bot.scheduling.ticker" in modules  # the scheduler runs, without croniter
+
+
+def test_a_start_imports_neither_rich_nor_pygments(tmp_path: Path) -> None:
+    # structlog and httpx import them when installed (import-linter brings them into a
+    # development environment): ~4.5 MiB for a traceback formatter our logs don't use and
+    # httpx's command-line client (bot/__init__.py).
+    modules = _imported_after(
+        """
+        import bot.cli, bot.app, bot.platforms.telegram, channels.telegram
+        import httpx, structlog.dev
+        assert structlog.dev.rich is None
+        """,
+        tmp_path,
+    )
+    assert {"structlog", "httpx", "telegram"} <= modules
+    assert not modules & {"rich", "pygments"}
