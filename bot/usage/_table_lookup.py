@@ -25,9 +25,10 @@ def lookup(provider: str, base_url: str, model: str) -> dict[str, Any] | None:
     from genai_prices import Usage, calc_price
 
     probe = Usage(input_tokens=1, output_tokens=1)
-    for where in ({"provider_id": provider}, {"provider_api_url": base_url}):
-        if not next(iter(where.values())):
+    for key, value in (("provider_id", provider), ("provider_api_url", base_url)):
+        if not value:
             continue
+        where: dict[str, Any] = {key: value}
         try:
             found = calc_price(probe, model, **where)
         except LookupError:
