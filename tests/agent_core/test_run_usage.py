@@ -127,3 +127,40 @@ def test_cached_tokens_add_up(cached: int) -> None:
     total.add(Usage(1, 1, cached))
     assert total.cached_input_tokens == 2 * cached
     assert total.as_dict()["cached_input_tokens"] == 2 * cached
+
+
+class CeilingMeter(Meter):
+    """Refuses any hold above ``limit`` input tokens (the ceiling, not the exact count)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.asked: list[int] = []
+
+    async def reserve(self, call: LlmCall) -> Reservation:
+        self.asked.append(call.input_tokens)
+        if call.input_tokens > self.limit:
+            raise UsageLimitReached("usage.user_daily_tokens", "Limit reached.", RESETS)
+        return await super().reserve(call)
+
+
+async def test_a_limit_that_admits_the_ceiling_never_loads_the_tokenizer(tmp_path: Path) -> None:
+    meter = CeilingMeter(limit=10**9)
+    loop, _ = metered(tmp_path, ScriptedProvider(reply("done")), meter)
+    assert (await loop.run(request())).status is RunStatus.COMPLETED
+    counter = loop.context.deferred_counter()
+    assert not counter.loaded
+    assert meter.asked == [meter.reserved[0].input_tokens] and meter.asked[0] > 0
+
+
+async def test_a_refused_ceiling_is_judged_again_by_the_exact_count(tmp_path: Path) -> None:
+    probe = CeilingMeter(limit=10**9)
+    loop, _ = metered(tmp_path, ScriptedProvider(reply("done")), probe)
+    await loop.run(request())
+    ceiling = probe.asked[0]
+    meter = CeilingMeter(limit=ceiling - 1)  # the ceiling is refused, the exact count is not
+    loop, _ = metered(tmp_path, ScriptedProvider(reply("done")), meter)
+    assert (await loop.run(request())).status is RunStatus.COMPLETED
+    exact = meter.reserved[0].input_tokens
+    assert meter.asked == [ceiling, exact] and exact < ceiling
+    assert loop.context.deferred_counter().loaded
