@@ -326,14 +326,9 @@ class Loop:
         request = state.request
         ticket = None
         if self.meter is not None:
+            counter = self.context.counter
             ticket = await reserve_call(
-                self.meter,
-                state,
-                iteration,
-                provider.name,
-                model_request,
-                self.context.counter,
-                self.context.deferred_counter,
+                self.meter, state, iteration, provider.name, model_request, counter
             )
         span = state.trace.start_span(
             SpanKind.LLM,
