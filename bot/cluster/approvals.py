@@ -230,7 +230,10 @@ class ClusterApprovals:
         tasks = [t for t in (self._listener, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:  # bounded: a shutdown must not hang on a listener stuck in Redis's client
+            _, stuck = await asyncio.wait(tasks, timeout=5.0)
+            if stuck:
+                log.warning("cluster.approvals_close_stuck", tasks=len(stuck))
         self._listener = None
         if self._approvals is not None and self._approvals.relay is self:
             self._approvals.relay = None

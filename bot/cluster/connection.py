@@ -114,8 +114,10 @@ class RedisLink:
                 self.mark(False, exc)
                 await asyncio.sleep(0.5)
             finally:
+                # Bounded: a PubSub closed while its read was cancelled can wait forever on
+                # its connection (seen as a hung shutdown); the client is closed anyway later.
                 with suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
+                    await asyncio.wait_for(pubsub.aclose(), 2.0)  # type: ignore[no-untyped-call, unused-ignore]
 
     async def aclose(self) -> None:
         if self._watch is not None:
