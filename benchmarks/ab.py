@@ -9,6 +9,9 @@ copy of the benchmark, and compares the medians: both sides see the same hour.
     python benchmarks/ab.py 13f2371                  # that commit against HEAD
     python benchmarks/ab.py HEAD --after .           # HEAD against the working tree as it is
     python benchmarks/ab.py HEAD~5 -- --chats 50     # arguments after -- go to serve.py
+    python benchmarks/ab.py ff826ab --after-args=--all-capabilities --tolerance 0.10
+                                # issue 33's budget: every capability configured, against
+                                # the plain benchmark before them
 
 Prints each run, a table of medians and one JSON line; ``--out`` also writes the JSON. Exit 1
 when the after side's median CPU per reply is more than ``--tolerance`` above the before
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -96,7 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         "--tolerance", type=float, default=0.25, help="allowed growth (0.25: 25 %%)"
     )
     parser.add_argument("--out", type=Path, help="also write the JSON result here")
+    parser.add_argument(
+        "--after-args",
+        default="",
+        help="more serve.py arguments for the after side only (e.g. --all-capabilities)",
+    )
     args = parser.parse_args(argv)
+    side_args = {"before": serve_args, "after": serve_args + shlex.split(args.after_args)}
 
     refs = {"before": args.before, "after": args.after}
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
@@ -108,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in range(args.runs):
                 for side in SIDES:
                     out = Path(tmp) / f"{side}-{n}.json"
-                    runs[side].append(measure(trees[side], refs[side], out, serve_args))
+                    runs[side].append(measure(trees[side], refs[side], out, side_args[side]))
                     print(f"{side} run {n + 1} ({refs[side]}): {describe(runs[side][-1])}")
         finally:
             for tree in trees.values():
@@ -122,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         change = f"{now / was - 1:+.0%}" if was else ""
         print(f"{name:<22}{was:>12}{now:>12}{change:>10}")
     ratio = medians["after"][JUDGED] / medians["before"][JUDGED]
-    line = json.dumps({"refs": refs, "medians": medians, "runs": runs, "cpu_ratio": ratio})
+    line = json.dumps(
+        {"refs": refs, "args": side_args, "medians": medians, "runs": runs, "cpu_ratio": ratio}
+    )
     print(line)
     if args.out is not None:
         args.out.write_text(line + "\n")

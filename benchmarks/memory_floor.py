@@ -24,13 +24,21 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS: list[tuple[str, list[str]]] = [
     ("interpreter", []),
     ("asyncio, ssl (any async HTTP client)", ["asyncio", "ssl"]),
-    # As channels/telegram/_ptb.py imports it: without Telegram Passport's cryptography.
-    ("python-telegram-bot (with httpx)", ["-cryptography", "telegram", "+cryptography"]),
+    # As channels/telegram/_ptb.py imports it: without Telegram Passport's cryptography; and as
+    # bot/__init__.py imports httpx and structlog: without rich and Pygments.
+    (
+        "python-telegram-bot (with httpx)",
+        ["-cryptography", "-rich", "-pygments", "httpx", "telegram", "+cryptography"],
+    ),
     ("SQLAlchemy asyncio + aiosqlite", ["sqlalchemy", "sqlalchemy.ext.asyncio", "aiosqlite"]),
-    ("pydantic, PyYAML, structlog", ["pydantic.main", "pydantic.types", "yaml", "structlog"]),
+    (
+        "pydantic, PyYAML, structlog",
+        ["pydantic.main", "pydantic.types", "yaml", "structlog", "+rich", "+pygments"],
+    ),
     ("uvicorn, starlette (the HTTP server)", ["uvicorn", "starlette.applications", "uvloop"]),
     ("aiohttp (model and Bot API calls)", ["aiohttp"]),
     ("Loopgate's own modules", ["bot.cli", "bot.app", "channels.telegram", "agent_core"]),
+    # loopgate serve migrates in a child since issue 33; `loopgate chat` and the tests still here.
     ("Alembic (a new database's migrations)", ["alembic.command", "alembic.runtime.migration"]),
 ]
 

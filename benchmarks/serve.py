@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -49,13 +50,18 @@ from serve_common import (  # noqa: E402
 )
 
 from tests.fakes.llm_server import FakeLLM  # noqa: E402
+from tests.fakes.otlp_collector import FakeCollector  # noqa: E402
 
 LATENCY_USER = 42
 WARMUP_USER = 7
 
 
-def write_config(workdir: Path, llm: FakeLLM, tg: BenchTelegram) -> Path:
-    config = {
+def write_config(
+    workdir: Path, llm: FakeLLM, tg: BenchTelegram, collector: FakeCollector | None = None
+) -> Path:
+    """The benchmark's configuration; with ``collector``, every capability of
+    :data:`ALL_CAPABILITIES` too, its spans exported there."""
+    config: dict[str, Any] = {
         "providers": {"openai": {"base_url": llm.base_url, "model": "fake-model"}},
         "channels": {
             "telegram": {
@@ -67,9 +73,37 @@ def write_config(workdir: Path, llm: FakeLLM, tg: BenchTelegram) -> Path:
         },
         "bot": {"sender_rate_limit": "off"},
     }
+    if collector is not None:
+        config.update(ALL_CAPABILITIES)
+        config["providers"]["openai"]["pricing"] = {"input_per_mtok": 0.15, "output_per_mtok": 0.6}
+        config["tracing"] = {"otlp": {"endpoint": collector.base_url}}
     path = workdir / "config.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
     return path
+
+
+# Every capability added since issue 33 configured but not used (the replies stay text):
+# a daily heartbeat (a cron job that does not fire during the run), voice transcription,
+# web_fetch and web_search against a search server that is not there, exec in bwrap (probed at
+# start), quotas and budgets far above what the run spends (with a configured price, so the
+# USD limits count), and each run's spans exported over OTLP to a fake collector in this
+# process (one that is down would instead hold up to 4,096 spans in memory by design).
+ALL_CAPABILITIES: dict[str, Any] = {
+    "agents": {
+        "defaults": {"budget": {"daily_usd": 1_000_000, "monthly_usd": 1_000_000}},
+        "main": {"heartbeat": {"every": "1d", "chat": f"telegram:{LATENCY_USER}"}},
+    },
+    "cron": {"timezone": "UTC"},
+    "media": {"transcription": {"provider": "openai"}},
+    "tools": {
+        "web": {
+            "search": {"provider": "searxng", "searxng": {"base_url": "http://127.0.0.1:9"}},
+            "allow_hosts": ["127.0.0.1"],
+        },
+        "exec": {"enabled": True, "sandbox": "bwrap"},
+    },
+    "usage": {"user_daily_tokens": 1_000_000_000, "user_daily_usd": 1_000_000},
+}
 
 
 # -- the measurements ------------------------------------------------------------------------
@@ -87,9 +121,11 @@ class Result:
     rss: float = 0.0
     end_rss: float = 0.0
     startup_rss: float = 0.0
+    otlp_spans: int | None = None  # spans the collector received (--all-capabilities)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        spans = {} if self.otlp_spans is None else {"otlp_spans": self.otlp_spans}
+        return spans | {
             "latency_ms": {
                 "p50": round(pct(self.latencies, 0.50), 2),
                 "p95": round(pct(self.latencies, 0.95), 2),
@@ -117,8 +153,13 @@ def api_calls(tg: BenchTelegram, since: int, replies: int) -> dict[str, float]:
 
 async def run(args: argparse.Namespace, workdir: Path) -> Result:
     result = Result()
-    async with FakeLLM() as llm, BenchTelegram() as tg:
-        config = write_config(workdir, llm, tg)
+    async with contextlib.AsyncExitStack() as fakes:
+        llm = await fakes.enter_async_context(FakeLLM())
+        tg = await fakes.enter_async_context(BenchTelegram())
+        collector = None
+        if args.all_capabilities:
+            collector = await fakes.enter_async_context(FakeCollector())
+        config = write_config(workdir, llm, tg, collector)
         if args.restart:  # a deployment's usual start: the database exists and is migrated
             first, first_log, _ = await start_serve(workdir, config, None)
             await stop_serve(first, first_log)
@@ -156,6 +197,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> Result:
                     await asyncio.sleep(0.1)
         finally:
             await stop_serve(proc, log)
+        if collector is not None:
+            result.otlp_spans = len(collector.spans)
     return result
 
 
@@ -283,6 +326,11 @@ def main() -> None:
         help="start and stop the server once first, so the measured one opens a migrated database",
     )
     parser.add_argument(
+        "--all-capabilities",
+        action="store_true",
+        help="configure cron, media, web, exec, usage limits and OTLP too (replies stay text)",
+    )
+    parser.add_argument(
         "--show-profile",
         nargs=3,
         metavar=("FILE", "REPLIES", "CPU_MS"),
@@ -308,6 +356,7 @@ def main() -> None:
         else:
             print(f"work dir: {workdir}", file=sys.stderr)
     data = result.as_json()
+    data["configuration"] = "all-capabilities" if args.all_capabilities else "plain"
     print_table(data, args)
     if args.profile is not None:
         show = print_samples if args.sample else print_profile

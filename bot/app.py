@@ -73,10 +73,14 @@ class Loopgate:
         *,
         providers: dict[str, Provider] | None = None,
         durable: bool = True,
+        migrate_apart: bool = False,
     ) -> None:
         """``providers`` replaces configured providers by name (benchmarks, embedding).
-        ``durable`` False: no inbox and no replay (the terminal chat)."""
+        ``durable`` False: no inbox and no replay (the terminal chat). ``migrate_apart``: a
+        database behind head is migrated by a child process, so Alembic never loads in this
+        one (``loopgate serve``, a long-lived process: ``bot.storage.open_database``)."""
         self.config = config
+        self._migrate_apart = migrate_apart
         self._providers = providers
         self.durable = durable
         register_secrets(secrets_of(config))
@@ -143,7 +147,7 @@ class Loopgate:
             raise
 
     async def _start(self) -> None:
-        self._db = await open_database(self.config.database.url)
+        self._db = await open_database(self.config.database.url, migrate_apart=self._migrate_apart)
         self._stack.push_async_callback(self._db.aclose)
         if self.cluster is not None:
             self._stack.push_async_callback(self.cluster.aclose)

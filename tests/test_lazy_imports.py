@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from alembic import command
 from sqlalchemy import text
 
-from bot.storage import open_database
+from bot.storage import StorageError, open_database
 from bot.storage._db import HEAD_REVISION, alembic_config, head_revision
 from tests.paths import ROOT
 
@@ -65,6 +67,40 @@ async def test_a_database_behind_head_is_still_upgraded(tmp_path: Path) -> None:
     async with await open_database(url) as db, db.engine.connect() as conn:
         assert await conn.scalar(text("SELECT version_num FROM alembic_version")) == HEAD_REVISION
         assert await conn.scalar(text("SELECT count(*) FROM evolution_suggestions")) == 0
+
+
+def test_a_server_migrates_a_new_database_in_a_child_without_alembic(tmp_path: Path) -> None:
+    # loopgate serve: Alembic, Mako and the scripts (~8 MiB) would stay resident for good.
+    url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+    modules = _imported_after(
+        f"""
+        import asyncio
+        from sqlalchemy import text
+        from bot.storage import open_database
+        from bot.storage._db import HEAD_REVISION
+
+        async def main():
+            db = await open_database({url!r}, migrate_apart=True)
+            async with db.engine.connect() as conn:
+                version = await conn.scalar(text("SELECT version_num FROM alembic_version"))
+                assert version == HEAD_REVISION, version
+            await db.aclose()
+
+        asyncio.run(main())
+        """,
+        tmp_path,
+    )
+    assert "sqlalchemy" in modules
+    assert not modules & {"alembic", "mako"}
+
+
+async def test_a_migration_that_fails_in_the_child_fails_the_start(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    with sqlite3.connect(path) as conn:  # a revision this release does not know
+        conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO alembic_version VALUES ('9999')")
+    with pytest.raises(StorageError, match=r"migration failed: .*9999"):
+        await open_database(f"sqlite+aiosqlite:///{path}", migrate_apart=True)
 
 
 def test_the_http_app_without_admin_token_does_not_import_the_dashboard(tmp_path: Path) -> None:
@@ -125,10 +161,29 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     assert "bot.pipeline.gateway" in modules and "agent_core.context_budget" in modules
     # croniter (with dateutil, about 5 MiB) only once a cron expression is scheduled.
     # trafilatura (with lxml, justext, htmldate...) only with the first HTML page web_fetch reads.
+    # genai-prices (~10 MiB once its table is built) only in the child that looks a price up
+    # (bot/usage/_table_lookup.py).
     heavy = {"redis", "tiktoken", "httpx_sse", "croniter", "trafilatura", "lxml", "justext"}
+    heavy |= {"genai_prices"}
     assert not {m.split(".")[0] for m in modules} & heavy
     # prometheus-client only once /metrics is asked; the OpenTelemetry SDK only with
     # tracing.otlp.endpoint set (bot/telemetry).
     assert not {m.split(".")[0] for m in modules} & {"prometheus_client", "opentelemetry"}
     assert "agent_core.providers._anthropic" not in modules
     assert "bot.scheduling.ticker" in modules  # the scheduler runs, without croniter
+
+
+def test_a_start_imports_neither_rich_nor_pygments(tmp_path: Path) -> None:
+    # structlog and httpx import them when installed (import-linter brings them into a
+    # development environment): ~4.5 MiB for a traceback formatter our logs don't use and
+    # httpx's command-line client (bot/__init__.py).
+    modules = _imported_after(
+        """
+        import bot.cli, bot.app, bot.platforms.telegram, channels.telegram
+        import httpx, structlog.dev
+        assert structlog.dev.rich is None
+        """,
+        tmp_path,
+    )
+    assert {"structlog", "httpx", "telegram"} <= modules
+    assert not modules & {"rich", "pygments"}

@@ -110,7 +110,7 @@ async def _serve_async(config: Config) -> int:
     from bot.storage import StorageError
     from channels import ChannelError
 
-    loopgate = Loopgate(config)
+    loopgate = Loopgate(config, migrate_apart=True)  # Alembic stays out of the server
     # Started here rather than in the ASGI lifespan: a refused token or an unreachable database
     # becomes one clear line and exit code 1, not a uvicorn traceback.
     try:

@@ -6,8 +6,11 @@ the reply path's transactions and reads also have lanes of their own (``lane.py`
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -187,11 +190,18 @@ def redact(url: str) -> str:
         return _PASSWORD_IN_URL.sub(r"\1***@", url)
 
 
-async def open_database(url: str = DEFAULT_DATABASE_URL, *, schema: str | None = None) -> Database:
+async def open_database(
+    url: str = DEFAULT_DATABASE_URL, *, schema: str | None = None, migrate_apart: bool = False
+) -> Database:
     """Connect, migrate the schema to head and return the ready database.
 
     ``schema`` (Postgres only) puts every table, ``alembic_version`` included, in that schema,
     creating it when missing; the tests use it to isolate each test in a shared database.
+    ``migrate_apart``: a database behind head (a first start, a new release) is migrated by a
+    child process (``python -m bot.storage.migrate``), so Alembic, Mako and the migration
+    scripts (~8 MiB that would stay resident) never load in this long-lived one
+    (``loopgate serve``); an in-memory SQLite database, which a child can't see, is migrated
+    here as always.
     Raises :class:`StorageError` when the URL is invalid or the database cannot be reached or
     migrated.
     """
@@ -205,8 +215,10 @@ async def open_database(url: str = DEFAULT_DATABASE_URL, *, schema: str | None =
         engine = _create_engine(parsed, schema)
     except Exception as exc:  # e.g. an unwritable data directory, bad driver arguments
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
+    apart = migrate_apart and not _is_sqlite_memory(parsed)
     try:
-        await _migrate(engine, schema)
+        if not await _migrate(engine, schema, apart=apart):
+            await _migrate_in_child(url, schema)
     except Exception as exc:  # unreachable server, bad credentials, unknown revision, ...
         await engine.dispose()
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
@@ -327,7 +339,9 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-async def _migrate(engine: AsyncEngine, schema: str | None) -> None:
+async def _migrate(engine: AsyncEngine, schema: str | None, *, apart: bool = False) -> bool:
+    """Bring the schema to head; False when it is behind and ``apart`` asks for a child to
+    migrate it (the lock is released by then, for the child to take)."""
     async with engine.begin() as conn:
         # Two processes starting together must not both create the tables: take a lock held
         # until this transaction ends before reading the current revision.
@@ -344,12 +358,34 @@ async def _migrate(engine: AsyncEngine, schema: str | None) -> None:
             if not exists:  # checked first: a role without CREATE may use an existing schema
                 await conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
         if await conn.run_sync(_stored_revisions) == [HEAD_REVISION]:
-            return  # the usual start: nothing to upgrade, so Alembic is not even imported
+            return True  # the usual start: nothing to upgrade, so Alembic is not even imported
+        if apart:
+            return False
         before = await conn.run_sync(_current_revision)
         await conn.run_sync(_upgrade_to_head)
         after = await conn.run_sync(_current_revision)
     if before != after:
         log.info("storage.migrated", from_revision=before, to_revision=after)
+    return True
+
+
+async def _migrate_in_child(url: str, schema: str | None) -> None:
+    """``python -m bot.storage.migrate``: the same migration under the same lock, in a child
+    that exits when done. The URL goes through stdin, not the command line (``ps`` shows
+    that)."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.storage.migrate",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await child.communicate(json.dumps({"url": url, "schema": schema}).encode())
+    if child.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines() or [f"exit {child.returncode}"]
+        raise RuntimeError(f"migration failed: {lines[-1]}")
+    log.info("storage.migrated", to_revision=HEAD_REVISION, in_child=True)
 
 
 def _stored_revisions(connection: Connection) -> list[str]:

@@ -2,11 +2,14 @@
 
 Imported only when ``tracing.otlp.endpoint`` is set: the SDK stays out of every other process.
 
-A finished run's stored trace is replayed through the SDK's tracer: each span is started and
-ended at its recorded times, with its stored attributes, under ids derived from the stored ones
-(:func:`trace_id_of`, :func:`span_id_of`), so a trace seen in the collector's UI is the one
-``loopgate traces`` shows. A run started by another run (spawn, delegate) keeps its own trace
-and links to the tool span that started it.
+A finished run's stored trace is handed to the SDK's span processor as finished spans
+(``ReadableSpan``), at its recorded times, with its stored attributes, under ids derived from
+the stored ones (:func:`trace_id_of`, :func:`span_id_of`), so a trace seen in the collector's UI
+is the one ``loopgate traces`` shows. The spans are built whole rather than replayed through a
+tracer (start, set, end): the tracer's sampler, id generator, locks and per-value attribute
+checks were most of the export's cost on the event loop (issue 33), and the attributes are
+already values OTel accepts (:func:`span_attributes`). A run started by another run (spawn,
+delegate) keeps its own trace and links to the tool span that started it.
 
 Sending is the SDK's ``BatchSpanProcessor``: ending a span appends it to a bounded queue and a
 background thread posts batches, so a collector that is down or slow costs a run nothing but
@@ -27,7 +30,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -36,16 +38,13 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
     SpanExportResult,
 )
-from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     Link,
-    NonRecordingSpan,
     SpanContext,
     Status,
     StatusCode,
     TraceFlags,
-    set_span_in_context,
 )
 from opentelemetry.trace import SpanKind as OtelKind
 from opentelemetry.util.types import AttributeValue
@@ -88,21 +87,6 @@ def _hex_id(stored: str, digits: int) -> int:
             return value
     digest = hashlib.sha256(stored.encode()).digest()
     return int.from_bytes(digest[: digits // 2], "big") or 1
-
-
-class _StoredIds(IdGenerator):
-    """The SDK asks its id generator for each new span's ids: this one answers with the ids
-    set just before the span is started (replays run on one thread, one span at a time)."""
-
-    def __init__(self) -> None:
-        self.trace_id = 0
-        self.span_id = 0
-
-    def generate_span_id(self) -> int:
-        return self.span_id
-
-    def generate_trace_id(self) -> int:
-        return self.trace_id
 
 
 class _CountedExporter(SpanExporter):
@@ -158,27 +142,24 @@ class OtlpExport:
                 endpoint=otlp.traces_url, headers=dict(otlp.headers), timeout=otlp.timeout
             )
         )
-        self._ids = _StoredIds()
-        resource = Resource.create(
+        self._resource = Resource.create(
             {
                 "service.name": config.service_name,
                 "service.instance.id": f"{socket.gethostname()}:{os.getpid()}",
             }
         )
+        self._scope = InstrumentationScope(SCOPE)
+        self._processor = BatchSpanProcessor(
+            self._exporter,
+            max_queue_size=MAX_QUEUED_SPANS,
+            schedule_delay_millis=BATCH_DELAY_MS,
+        )
+        # The provider only owns the processor's shutdown (aclose); spans don't go through it.
         self._provider = TracerProvider(
-            sampler=ALWAYS_ON,
-            resource=resource,
-            id_generator=self._ids,
+            resource=self._resource,
             shutdown_on_exit=False,  # aclose flushes, within its bound
         )
-        self._provider.add_span_processor(
-            BatchSpanProcessor(
-                self._exporter,
-                max_queue_size=MAX_QUEUED_SPANS,
-                schedule_delay_millis=BATCH_DELAY_MS,
-            )
-        )
-        self._tracer = self._provider.get_tracer(SCOPE)
+        self._provider.add_span_processor(self._processor)
         log.info("trace.export_on", endpoint=redact(otlp.traces_url))
 
     @property
@@ -201,24 +182,30 @@ class OtlpExport:
         for position, span in enumerate(trace.spans):
             root = position == 0
             parent = ids.get(span.parent_id) if span.parent_id else None
-            context = Context()  # a root: nothing of the caller's context may parent it
-            if parent is not None:
-                up = SpanContext(trace_id, parent, is_remote=False, trace_flags=_SAMPLED)
-                context = set_span_in_context(NonRecordingSpan(up))
-            self._ids.trace_id, self._ids.span_id = trace_id, ids[span.id]
-            start = _nanoseconds(span.started_at)
-            otel = self._tracer.start_span(
-                redact(span.name),
-                context=context,
-                kind=OtelKind.CLIENT if span.kind is SpanKind.LLM else OtelKind.INTERNAL,
-                attributes=span_attributes(span, trace if root else None),
-                links=links if root else (),
-                start_time=start,
-            )
+            status = Status(StatusCode.UNSET)
             if span.error:
                 reason = span.attributes.get("error_message") or (trace.error if root else None)
-                otel.set_status(Status(StatusCode.ERROR, redact(str(reason)) if reason else None))
-            otel.end(end_time=start + int(span.duration_ms * 1_000_000))
+                status = Status(StatusCode.ERROR, redact(str(reason)) if reason else None)
+            start = _nanoseconds(span.started_at)
+            self._processor.on_end(
+                ReadableSpan(
+                    redact(span.name),
+                    context=SpanContext(
+                        trace_id, ids[span.id], is_remote=False, trace_flags=_SAMPLED
+                    ),
+                    parent=None
+                    if parent is None
+                    else SpanContext(trace_id, parent, is_remote=False, trace_flags=_SAMPLED),
+                    resource=self._resource,
+                    attributes=span_attributes(span, trace if root else None),
+                    links=links if root else (),
+                    kind=OtelKind.CLIENT if span.kind is SpanKind.LLM else OtelKind.INTERNAL,
+                    status=status,
+                    start_time=start,
+                    end_time=start + int(span.duration_ms * 1_000_000),
+                    instrumentation_scope=self._scope,
+                )
+            )
 
     async def aclose(self) -> None:
         """Send what is queued, for at most ``tracing.otlp.timeout`` seconds."""

@@ -21,6 +21,7 @@ what calls in flight hold:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -82,11 +83,14 @@ class LocalCounters:
     def __init__(self, seed: Seed) -> None:
         self._seed = seed
         self._counters: dict[str, _Counter] = {}
+        self._seeding: dict[str, asyncio.Future[tuple[int, float]]] = {}
+        """Seeds being read: concurrent first calls of a scope (an agent's budget, when many
+        chats start at once) wait for the one read instead of each reading the rollup."""
 
     async def admit(self, scopes: Sequence[Scope], tokens: int, usd: float) -> Refusal | None:
         for scope in scopes:
             if scope.key not in self._counters:
-                used_tokens, used_usd = await self._seed(scope)
+                used_tokens, used_usd = await self._seeded(scope)
                 # A concurrent admit may have seeded it while this one awaited.
                 self._counters.setdefault(scope.key, _Counter(used_tokens, used_usd))
         # From here on no await: checking and reserving are one step for the event loop.
@@ -108,6 +112,30 @@ class LocalCounters:
             c.in_flight += 1
         self._forget_old(scopes)
         return None
+
+    async def _seeded(self, scope: Scope) -> tuple[int, float]:
+        while (pending := self._seeding.get(scope.key)) is not None:
+            try:
+                return await asyncio.shield(pending)  # a waiter cancelled leaves the read be
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this waiter was cancelled
+                # The reader was cancelled: the next one reads.
+        pending = asyncio.get_running_loop().create_future()
+        self._seeding[scope.key] = pending
+        try:
+            seeded = await self._seed(scope)
+        except Exception as exc:  # the waiters fail as this call does
+            pending.set_exception(exc)
+            pending.exception()  # retrieved: no "never retrieved" warning without waiters
+            raise
+        except BaseException:
+            pending.cancel()
+            raise
+        finally:
+            del self._seeding[scope.key]
+        pending.set_result(seeded)
+        return seeded
 
     async def settle(
         self, scopes: Sequence[Scope], reserved: tuple[int, float], used: tuple[int, float]

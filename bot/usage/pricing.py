@@ -1,7 +1,9 @@
 """What a model costs: ``providers.<name>.pricing`` when set, else the genai-prices table.
 
-genai-prices (pydantic's table of LLM prices, a package updated with each release) is imported
-on the first price looked up, off the event loop: a service that prices nothing never loads it.
+genai-prices (pydantic's table of LLM prices, a package updated with each release) is read in
+a child process, once per model, off the event loop (``_table_lookup.py``): the table is ~10 MiB
+once built, and the service keeps only the few floats it needs. Only a tiered price (by context
+length), which the table must compute per call, loads it in the service.
 A model neither the config nor the table knows has no price, and its calls cost ``None``: an
 unknown cost is not a free one.
 
@@ -13,7 +15,11 @@ The table is matched by the provider's name when it is one of the table's provid
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -25,6 +31,9 @@ log = structlog.get_logger(__name__)
 
 PER_MTOK = 1_000_000
 CONFIG_SOURCE = "config"
+_LOOKUP = Path(__file__).with_name("_table_lookup.py")
+LOOKUP_TIMEOUT = 60.0
+"""Seconds for the child to build the table and answer (~0.3 s here)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,31 @@ class PriceBook:
 
 def table_price(provider: str, base_url: str | None, model: str) -> Price | None:
     """The model's price in genai-prices, or None when the table doesn't know it."""
+    done = subprocess.run(
+        [sys.executable, str(_LOOKUP), provider, base_url or "", model],
+        capture_output=True,
+        text=True,
+        timeout=LOOKUP_TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"price lookup failed: {done.stderr.strip()[-500:]}")
+    found: dict[str, Any] | None = json.loads(done.stdout)
+    if found is None:
+        return None
+    if found["tiered"]:
+        return _table_price_here(provider, base_url, model)
+    cached = found["cached_input"]
+    return Price(
+        found["input"],
+        found["output"],
+        found["input"] if cached is None else cached,
+        f"genai-prices {found['version']}",
+    )
+
+
+def _table_price_here(provider: str, base_url: str | None, model: str) -> Price | None:
+    """A tiered price: the table itself, in this process, computes each call's cost."""
     import genai_prices
     from genai_prices import Usage as TableUsage
     from genai_prices import calc_price

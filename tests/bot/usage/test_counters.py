@@ -56,3 +56,63 @@ async def test_usd_limits_and_all_or_nothing_across_scopes() -> None:
     assert refusal is not None and refusal.scope is agent and refusal.unit == "usd"
     # the refused call held nothing in the user's scope either
     assert await counters.admit([user], 9_800, 0.0) is None
+
+
+async def test_concurrent_first_calls_of_a_scope_read_its_seed_once() -> None:
+    # Many chats starting at once all meet the agent's budget for the first time.
+    reads: list[str] = []
+    release = asyncio.Event()
+
+    async def seed(s: Scope) -> tuple[int, float]:
+        reads.append(s.key)
+        await release.wait()
+        return 40, 0.0
+
+    counters = LocalCounters(seed)
+    calls = [asyncio.create_task(counters.admit([scope(tokens=100)], 10, 0.0)) for _ in range(5)]
+    await asyncio.sleep(0)
+    release.set()
+    refusals = await asyncio.gather(*calls)
+    assert reads == ["user:web:a:2026-12-05"]
+    assert refusals == [None, None, None, None, None]  # 40 used + 5 x 10 held <= 100
+
+
+async def test_a_failed_seed_fails_its_waiters_and_the_next_call_reads_again() -> None:
+    reads = 0
+
+    async def seed(s: Scope) -> tuple[int, float]:
+        nonlocal reads
+        reads += 1
+        await asyncio.sleep(0)
+        if reads == 1:
+            raise OSError("database down")
+        return 0, 0.0
+
+    counters = LocalCounters(seed)
+    first = await asyncio.gather(
+        counters.admit([scope(tokens=100)], 10, 0.0),
+        counters.admit([scope(tokens=100)], 10, 0.0),
+        return_exceptions=True,
+    )
+    assert [type(r) for r in first] == [OSError, OSError]
+    assert await counters.admit([scope(tokens=100)], 10, 0.0) is None
+    assert reads == 2
+
+
+async def test_a_cancelled_seed_read_lets_a_waiter_read_it() -> None:
+    reads = 0
+
+    async def seed(s: Scope) -> tuple[int, float]:
+        nonlocal reads
+        reads += 1
+        await asyncio.sleep(0.05 if reads == 1 else 0)
+        return 0, 0.0
+
+    counters = LocalCounters(seed)
+    reader = asyncio.create_task(counters.admit([scope(tokens=100)], 10, 0.0))
+    await asyncio.sleep(0)
+    waiter = asyncio.create_task(counters.admit([scope(tokens=100)], 10, 0.0))
+    await asyncio.sleep(0)
+    reader.cancel()
+    assert await waiter is None
+    assert reader.cancelled() and reads == 2
