@@ -82,6 +82,9 @@ class PriceBook:
     def __init__(self, providers: dict[str, ProviderConfig]) -> None:
         self._providers = providers
         self._known: dict[tuple[str, str], Price | None] = {}
+        # One lookup per model at a time: a burst of first calls must not start a child each
+        # (150 children at once starved a cluster's lease renewals and doubled its answers).
+        self._looking: dict[tuple[str, str], asyncio.Lock] = {}
 
     def cached(self, provider: str, model: str) -> tuple[bool, Price | None]:
         """(found, price) without looking anything up: for the hot path."""
@@ -92,21 +95,29 @@ class PriceBook:
 
     async def price(self, provider: str, model: str) -> Price | None:
         key = (provider, model)
-        if key not in self._known:
-            config = self._providers.get(provider)
-            if config is not None and config.pricing is not None:
-                self._known[key] = configured_price(config.pricing)
-            else:
-                base_url = config.base_url if config is not None else None
-                try:
-                    found = await asyncio.to_thread(table_price, provider, base_url, model)
-                except Exception as exc:  # a broken table prices nothing; it fails no run
-                    log.warning("usage.price_table_failed", model=model, error=repr(exc))
-                    found = None
-                if found is None:  # documented (cost null), not a fault: once per model
-                    log.info("usage.unpriced_model", provider=provider, model=model)
-                self._known[key] = found
+        if key in self._known:
+            return self._known[key]
+        async with self._looking.setdefault(key, asyncio.Lock()):
+            if key not in self._known:
+                await self._look_up(key)
+        self._looking.pop(key, None)
         return self._known[key]
+
+    async def _look_up(self, key: tuple[str, str]) -> None:
+        provider, model = key
+        config = self._providers.get(provider)
+        if config is not None and config.pricing is not None:
+            self._known[key] = configured_price(config.pricing)
+            return
+        base_url = config.base_url if config is not None else None
+        try:
+            found = await asyncio.to_thread(table_price, provider, base_url, model)
+        except Exception as exc:  # a broken table prices nothing; it fails no run
+            log.warning("usage.price_table_failed", model=model, error=repr(exc))
+            found = None
+        if found is None:  # documented (cost null), not a fault: once per model
+            log.info("usage.unpriced_model", provider=provider, model=model)
+        self._known[key] = found
 
 
 def table_price(provider: str, base_url: str | None, model: str) -> Price | None:

@@ -66,3 +66,28 @@ async def test_config_wins_over_the_table_and_lookups_are_remembered() -> None:
     assert configured is not None and configured.source == "config"
     assert await book.price("local", "llama3.1") is None
     assert book.cached("local", "llama3.1") == (True, None)
+
+
+async def test_a_burst_of_first_calls_looks_a_model_up_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The table is read in a child process: fifty runs starting together must not start fifty
+    children (that burst starved a cluster's lease renewals and doubled its answers)."""
+    import asyncio
+    import time
+
+    from bot.usage import pricing
+
+    looked_up: list[str] = []
+
+    def slow_lookup(provider: str, base_url: str | None, model: str) -> None:
+        looked_up.append(model)
+        time.sleep(0.05)  # a child process takes a while; the others arrive meanwhile
+
+    monkeypatch.setattr(pricing, "table_price", slow_lookup)
+    book = PriceBook({})
+    prices = await asyncio.gather(*(book.price("openai", "m") for _ in range(50)))
+    assert prices == [None] * 50
+    assert looked_up == ["m"]
+    assert await book.price("openai", "other") is None
+    assert looked_up == ["m", "other"]
