@@ -49,6 +49,43 @@ class RemoteHandle:
         return 0  # not known here; the owner ignores a second abort
 
 
+# The other processes' run records, one reply: [[hash name, [record, ...]], ...]. A member
+# whose hash is gone (its process stopped, or died and the hash expired) leaves the directory
+# in the same script, so a process writing its first record meanwhile is never dropped.
+_READ_RECORDS = """
+local found = {}
+for _, process in ipairs(redis.call('smembers', KEYS[1])) do
+  if process ~= ARGV[2] then
+    local name = ARGV[1] .. process
+    if redis.call('exists', name) == 1 then
+      found[#found + 1] = {name, redis.call('hvals', name)}
+    else
+      redis.call('srem', KEYS[1], process)
+    end
+  end
+end
+return found
+"""
+
+
+def _without_unseen_runs(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``ops`` without the runs that ended before their "add" was sent: no process could have
+    seen them, so neither their record nor their two events are of use to anybody (a ``/stop``
+    elsewhere reads what was sent, and these were never sent)."""
+    added = {op["run"]["run_id"] for op in ops if op["op"] == "add"}
+    ended = {op["run_id"] for op in ops if op["op"] == "del" and op["run_id"] in added}
+    if not ended:
+        return ops
+    return [
+        op
+        for op in ops
+        if not (
+            (op["op"] == "add" and op["run"]["run_id"] in ended)
+            or (op["op"] == "del" and op["run_id"] in ended)
+        )
+    ]
+
+
 def _record(run: ActiveRun, owner: str, started: float) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
@@ -69,12 +106,19 @@ class ClusterRunRegistry:
         self.local = local or LocalRunRegistry()
         self.channel = link.key("runs")
         self.hash_key = link.key("runs", link.process_id)
+        self.directory = link.key("runners")
+        """The processes that wrote a run record: a resync reads their hashes in one script
+        instead of SCANning the whole keyspace (dedupe and session keys included) every third
+        of a lease. Not ``runs:*``, which an older version's SCAN would read as a hash."""
         self._started: dict[str, float] = {}
         self._remote: dict[str, RemoteRun] = {}
         self._journal: list[dict[str, Any]] | None = None  # events seen during a resync
         self._ops: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._subscribed = asyncio.Event()
+        self._read_records = link.client.register_script(_READ_RECORDS)
+        self._written = True
+        """A record was written (or may have been) since the last rewrite of the hash."""
 
     # -- RunRegistry -----------------------------------------------------------------------
 
@@ -151,6 +195,7 @@ class ClusterRunRegistry:
         with suppress(Exception):
             async with self.link.client.pipeline(transaction=True) as pipe:
                 pipe.delete(self.hash_key)
+                pipe.srem(self.directory, self.link.process_id)
                 gone = {"op": "gone", "owner": self.link.process_id}
                 pipe.publish(self.channel, json.dumps(gone))
                 await pipe.execute()
@@ -159,43 +204,67 @@ class ClusterRunRegistry:
         return int(self.link.lease_seconds * 1000)
 
     async def _write(self) -> None:
-        # One writer, so a run's "add" always reaches Redis before its "del".
+        # One writer, so a run's "add" always reaches Redis before its "del". It sends what
+        # has queued up meanwhile in one round trip (under load, several runs' events).
         while True:
-            op = await self._ops.get()
+            ops = [await self._ops.get()]
+            while not self._ops.empty():
+                ops.append(self._ops.get_nowait())
+            ops = _without_unseen_runs(ops)
+            if not ops:
+                continue
+            if any(op["op"] != "sync" for op in ops):
+                self._written = True
             try:
-                await self._send(op)
+                await self._send(ops)
             except Exception as exc:
+                self._written = True  # the next refresh rewrites the hash
                 self.link.mark(False, exc)
                 # Adds and deletes are repaired by the next refresh; a stop is not.
-                level = log.warning if op["op"].startswith("abort") else log.debug
-                level("cluster.runs_write_failed", op=op["op"], error=repr(exc))
+                aborts = any(op["op"].startswith("abort") for op in ops)
+                level = log.warning if aborts else log.debug
+                level("cluster.runs_write_failed", ops=len(ops), error=repr(exc))
 
-    async def _send(self, op: dict[str, Any]) -> None:
-        async with self.link.client.pipeline(transaction=True) as pipe:
-            if op["op"] == "add":
-                pipe.hset(self.hash_key, op["run"]["run_id"], json.dumps(op["run"]))
-                pipe.pexpire(self.hash_key, self._lease_ms())
-            elif op["op"] == "del":
-                pipe.hdel(self.hash_key, op["run_id"])
-            elif op["op"] == "sync":
-                pipe.delete(self.hash_key)
-                records: dict[Any, Any] = {
-                    run.run_id: json.dumps(
-                        _record(run, self.link.process_id, self._started.get(run.run_id, 0.0))
-                    )
-                    for run in self.local.all_runs()
-                }
-                if records:
-                    pipe.hset(self.hash_key, mapping=records)
-                    pipe.pexpire(self.hash_key, self._lease_ms())
-            if op["op"] != "sync":
-                pipe.publish(self.channel, json.dumps(op))
+    async def _send(self, ops: list[dict[str, Any]]) -> None:
+        # Not a MULTI: one connection runs the commands in order, which is all the readers
+        # need (a record is written before its event is published).
+        async with self.link.client.pipeline(transaction=False) as pipe:
+            for op in ops:
+                self._queue_op(pipe, op)
             await pipe.execute()
+
+    def _queue_op(self, pipe: Any, op: dict[str, Any]) -> None:
+        if op["op"] == "add":
+            pipe.hset(self.hash_key, op["run"]["run_id"], json.dumps(op["run"]))
+            pipe.pexpire(self.hash_key, self._lease_ms())
+            # After the record: a resync between the two must not find us listed without it
+            # (it would take us off the list again).
+            pipe.sadd(self.directory, self.link.process_id)
+        elif op["op"] == "del":
+            pipe.hdel(self.hash_key, op["run_id"])
+        elif op["op"] == "sync":
+            pipe.delete(self.hash_key)
+            records: dict[Any, Any] = {
+                run.run_id: json.dumps(
+                    _record(run, self.link.process_id, self._started.get(run.run_id, 0.0))
+                )
+                for run in self.local.all_runs()
+            }
+            if records:
+                pipe.hset(self.hash_key, mapping=records)
+                pipe.pexpire(self.hash_key, self._lease_ms())
+                pipe.sadd(self.directory, self.link.process_id)
+        if op["op"] != "sync":
+            pipe.publish(self.channel, json.dumps(op))
 
     async def _refresh(self) -> None:
         while True:
             await asyncio.sleep(self.link.lease_seconds / 3)
-            self._ops.put_nowait({"op": "sync"})
+            # With no run here since the last rewrite there is nothing to rewrite: an idle
+            # process sends only the resync's one script.
+            if self._started or self._written:
+                self._written = False
+                self._ops.put_nowait({"op": "sync"})
             try:
                 await self._resync()
             except Exception as exc:
@@ -206,12 +275,13 @@ class ClusterRunRegistry:
         self._journal = []
         try:
             found: dict[str, RemoteRun] = {}
-            client = self.link.client
-            async for key in client.scan_iter(match=self.link.key("runs", "*"), count=200):
-                name = key.decode() if isinstance(key, bytes) else str(key)
-                if name == self.hash_key:
-                    continue
-                for raw in (await client.hgetall(name)).values():
+            hashes = await self._read_records(
+                client=self.link.client,
+                keys=[self.directory],
+                args=[self.link.key("runs", ""), self.link.process_id],
+            )
+            for name, records in hashes:
+                for raw in records:
                     try:
                         remote = self._remote_run(json.loads(raw))
                     except (ValueError, KeyError, TypeError) as exc:

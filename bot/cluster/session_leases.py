@@ -20,12 +20,17 @@ from bot.cluster.connection import RedisLink
 
 log = structlog.get_logger(__name__)
 
-# 1 when the lease is (now) the caller's, else the current holder's id.
+# 1 when the lease is (now) the caller's, else the current holder's id. With a message
+# (ARGV[4]), it is published to the holder's channel (ARGV[3] .. holder) in the same call: the
+# nudge costs no round trip of its own.
 _TAKE = """
 local holder = redis.call('get', KEYS[1])
 if holder == false or holder == ARGV[1] then
   redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 1
+end
+if ARGV[4] ~= '' then
+  redis.call('publish', ARGV[3] .. holder, ARGV[4])
 end
 return holder
 """
@@ -58,18 +63,24 @@ class SessionLeases:
         self.link = link
         self._lease_ms = int(link.lease_seconds * 1000)
         self._held: dict[str, float] = {}  # session key -> monotonic time its lease runs out
+        self._take = link.client.register_script(_TAKE)  # EVALSHA: the body is not resent
 
     def _key(self, session_key: str) -> str:
         # Session keys name chats and users: hashed, like every key this service writes.
         return self.link.key("session", hashlib.sha256(session_key.encode()).hexdigest()[:32])
 
-    async def take(self, session_key: str) -> str | None:
+    async def take(self, session_key: str, *, nudge: tuple[str, str] | None = None) -> str | None:
         """Hold ``session_key``; returns None when it is ours now, else the holder's process
-        id (``""`` when Redis could not be asked: claim nothing new while it is down)."""
+        id (``""`` when Redis could not be asked: claim nothing new while it is down).
+        ``nudge`` (channel prefix, message): publish the message on the prefix + the holder's
+        id when another process holds it, in the same script."""
         sent = time.monotonic()
+        prefix, message = nudge or ("", "")
         try:
-            answer = await self.link.client.eval(
-                _TAKE, 1, self._key(session_key), self.link.process_id, self._lease_ms
+            answer = await self._take(
+                client=self.link.client,
+                keys=[self._key(session_key)],
+                args=[self.link.process_id, self._lease_ms, prefix, message],
             )
         except Exception as exc:
             self.link.mark(False, exc)
@@ -93,6 +104,10 @@ class SessionLeases:
 
     def holds(self, session_key: str) -> bool:
         return time.monotonic() < self._held.get(session_key, 0.0)
+
+    def left(self, session_key: str) -> float:
+        """Seconds this process's lease of ``session_key`` still lasts at least (0: none)."""
+        return max(0.0, self._held.get(session_key, 0.0) - time.monotonic())
 
     @property
     def held(self) -> list[str]:

@@ -81,21 +81,28 @@ class ClusterWork:
         occurrence) are queued here if this process gets the session, else by its holder."""
         self._spawn(self.claim(session_key))
 
-    async def claim(self, session_key: str) -> int:
-        """Take ``session_key`` and queue its claimable entries; returns how many."""
+    async def claim(self, session_key: str, *, nudged: bool = False) -> int:
+        """Take ``session_key`` and queue its claimable entries; returns how many.
+
+        ``nudged``: another process's take found this one holding the session a moment ago
+        (Redis said so); while more than half of our lease is left the take is skipped. The
+        session is busy once the claim queues its entry, so the renewer (every third of a
+        lease) extends it before it could run out, as it would after a take."""
         pipeline = self._pipeline
         if pipeline is None or not pipeline.accepting:
             return 0
         lock, users = self._locks.get(session_key) or (asyncio.Lock(), 0)
         self._locks[session_key] = (lock, users + 1)
+        nudge = (self.link.key("work", ""), json.dumps({"op": "claim", "session": session_key}))
         try:
             # Claims of one session run one after the other here, so they queue in order.
             async with lock:
-                holder = await self.leases.take(session_key)
+                confirmed = nudged and self.leases.left(session_key) > self.link.lease_seconds / 2
+                holder = None if confirmed else await self.leases.take(session_key, nudge=nudge)
                 if holder is not None:
-                    self._forget_received(session_key)  # the holder answers them
-                    if holder:
-                        await self._nudge(holder, session_key)
+                    # The holder answers them; a live one was nudged by the take itself (a
+                    # lost nudge costs at most one sweep: its sweep finds the entry anyway).
+                    self._forget_received(session_key)
                     return 0
                 entries = await self.inbox.claim_session(session_key)
                 await self._queue(pipeline, entries)
@@ -139,10 +146,6 @@ class ClusterWork:
                     del self._received[entry_id]
                     job.settle(None)
 
-    async def _nudge(self, holder: str, session_key: str) -> None:
-        # A lost nudge costs at most one sweep: the holder's sweep finds the entry anyway.
-        await self._send(holder, {"op": "claim", "session": session_key})
-
     async def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> None:
         """``/stopall`` received here: the session's holder, if another process, drops what
         waits there (its running runs are cancelled through the run registry)."""
@@ -165,7 +168,7 @@ class ClusterWork:
             log.warning("cluster.work_bad_message", error=repr(exc))
             return
         if op == "claim":
-            self._spawn(self.claim(session_key))
+            self._spawn(self.claim(session_key, nudged=True))
         elif op == "drop" and self._pipeline is not None:
             dropped = self._pipeline.drop_waiting(
                 session_key, str(message.get("sender", "")), admin=bool(message.get("admin"))

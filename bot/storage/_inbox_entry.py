@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Row
+
 from bot.errors import BotError
 from bot.storage._sql import clean, clean_optional
 from bot.storage.models import InboxRow
@@ -125,7 +127,7 @@ def message_from_json(data: dict[str, Any]) -> InboundMessage:
     )
 
 
-def entry_of(row: InboxRow) -> InboxEntry:
+def entry_of(row: InboxRow | Row[Any]) -> InboxEntry:
     return InboxEntry(
         id=row.id,
         session_key=row.session_key,

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
-from sqlalchemy.sql.expression import Executable
+from sqlalchemy.sql.expression import BindParameter, Executable
 
 from bot.redaction import redact
 from bot.storage._db import Database
@@ -290,38 +290,16 @@ class SqlInbox:
         lease. The caller must hold the session (``bot/cluster/work.py``); the row locks
         (``FOR UPDATE SKIP LOCKED`` on Postgres) still keep two claimers from taking one entry
         even if two processes believed they held it. Nothing is claimed while another live
-        process holds an entry of the session."""
+        process holds an entry of the session.
+
+        One statement, one round trip (``_claim_statement``): this runs for every message a
+        cluster answers, and the ORM session's three statements were the largest part of what
+        the cluster added to a reply's CPU (docs/scaling.md, "Cost of the cluster")."""
         now = utcnow()
-        held_elsewhere = (
-            select(InboxRow.id)
-            .where(
-                InboxRow.session_key == session_key,
-                InboxRow.state.in_([s.value for s in PENDING]),
-                InboxRow.owner != self.owner,
-                InboxRow.lease_until >= now,
-            )
-            .limit(1)
-        )
-        async with self._db.write() as s:
-            # A live process still holds entries of this session (its session lease was lost,
-            # its inbox lease was not): claiming the next ones now would answer out of order.
-            if (await s.execute(held_elsewhere)).first() is not None:
-                return []
-            rows = (
-                await s.scalars(
-                    select(InboxRow)
-                    .where(InboxRow.session_key == session_key, self._claimable(now))
-                    .order_by(InboxRow.id)
-                    .with_for_update(skip_locked=True)
-                )
-            ).all()
-            if rows:
-                await s.execute(
-                    update(InboxRow)
-                    .where(InboxRow.id.in_([row.id for row in rows]))
-                    .values(owner=self.owner, lease_until=now + self.lease)
-                )
-            return [entry_of(row) for row in rows]
+        params = {"key": session_key, "me": self.owner, "now": now, "until": now + self.lease}
+        statement = _claim_statement()
+        rows = await self._db.run_write(lambda conn: conn.execute(statement, params).all())
+        return sorted((entry_of(row) for row in rows), key=lambda entry: entry.id)
 
     async def renew_leases(self) -> int:
         """Extend the lease of everything this process holds; returns how many."""
@@ -426,4 +404,35 @@ def _update_entry(incremented: tuple[str, ...]) -> Executable:
         update(table)
         .where(table.c.id == bindparam("entry_id"), _held_by_or_free(bindparam("me")))
         .values({name: table.c[name] + 1 for name in incremented})
+    )
+
+
+@cache
+def _claim_statement() -> Executable:
+    """``claim_session`` as one ``UPDATE … RETURNING``: the session's claimable entries, locked
+    with ``FOR UPDATE SKIP LOCKED`` in the subquery as the former ``SELECT … FOR UPDATE`` did
+    (under read committed both re-check a row once they lock it), unless a live process holds
+    one of its pending entries: it may still be answering the one before them."""
+    t = _TABLE
+    pending = t.c.state.in_([s.value for s in PENDING])
+    key: BindParameter[str] = bindparam("key")
+    me: BindParameter[str] = bindparam("me")
+    now: BindParameter[datetime] = bindparam("now")
+    held_elsewhere = (
+        select(t.c.id)
+        .where(t.c.session_key == key, pending, t.c.owner != me, t.c.lease_until >= now)
+        .exists()
+    )
+    claimable = pending & or_(t.c.owner.is_(None), (t.c.owner != me) & (t.c.lease_until < now))
+    candidates = (
+        select(t.c.id)
+        .where(t.c.session_key == key, claimable)
+        .order_by(t.c.id)
+        .with_for_update(skip_locked=True)
+    )
+    return (
+        update(t)
+        .where(t.c.id.in_(candidates.scalar_subquery()), ~held_elsewhere)
+        .values(owner=me, lease_until=bindparam("until"))
+        .returning(*t.c)
     )

@@ -196,6 +196,7 @@ async def test_records_of_a_dead_process_expire_and_bad_ones_are_skipped(
             key = f"{redis_prefix}:runs:dead-host:1:abcdef"
             await client.hset(key, mapping={"ghost-run": json.dumps(record), "junk": "{"})
             await client.pexpire(key, int(LEASE * 1000))
+            await client.sadd(f"{redis_prefix}:runners", "dead-host:1:abcdef")
             await client.publish(f"{redis_prefix}:runs", "not json")
             await client.publish(f"{redis_prefix}:runs", json.dumps({"op": "add"}))
             await wait_until(lambda: a.runs_of(SESSION) and b.runs_of(SESSION), 5)
@@ -203,5 +204,59 @@ async def test_records_of_a_dead_process_expire_and_bad_ones_are_skipped(
         assert {"cluster.runs_bad_record", "cluster.runs_bad_event"} <= events
         assert ids(b.runs_of(SESSION)) == ["ghost-run"]
         await wait_until(lambda: not b.runs_of(SESSION), LEASE * 4, what="never expired")
+        # Its hash gone, the dead process leaves the directory the resyncs read.
+        directory = f"{redis_prefix}:runners"
+
+        async def delisted() -> bool:
+            return not await client.sismember(directory, "dead-host:1:abcdef")
+
+        await wait_until(delisted, LEASE * 4, what="a dead process stayed listed")
+    finally:
+        await client.aclose()
+
+
+async def test_a_run_that_ends_before_it_was_sent_costs_nothing(
+    pair: tuple[ClusterRunRegistry, ClusterRunRegistry], redis_prefix: str
+) -> None:
+    a, b = pair
+    client: Redis = Redis.from_url(REDIS_URL)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    try:
+        await pubsub.subscribe(f"{redis_prefix}:runs")
+        # Registered and unregistered before a's writer ran: nobody could have seen it.
+        a.register(run("brief"))
+        a.unregister("brief")
+        a.register(run("seen"))
+        await wait_until(lambda: b.runs_of(SESSION), 5, what="b never saw a's second run")
+        assert ids(b.runs_of(SESSION)) == ["seen"]
+        events = []
+        for _ in range(5):  # None for the (ignored) subscription reply, then when drained
+            message = await pubsub.get_message(timeout=0.2)
+            if message is not None:
+                events.append(json.loads(message["data"]))
+        assert [(e["op"], e["run"]["run_id"]) for e in events] == [("add", "seen")]
+        assert await client.hkeys(a.hash_key) == [b"seen"]
+    finally:
+        await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
+        await client.aclose()
+
+
+async def test_a_resync_reads_the_listed_processes_records_only(
+    pair: tuple[ClusterRunRegistry, ClusterRunRegistry], redis_prefix: str
+) -> None:
+    a, b = pair
+    a.register(run("r1"))
+    await wait_until(lambda: b.runs_of(SESSION), 5)
+    client: Redis = Redis.from_url(REDIS_URL)
+    try:
+        # a wrote its record and listed itself; b rebuilds its view from the list alone.
+        assert await client.smembers(f"{redis_prefix}:runners") >= {a.link.process_id.encode()}
+        b._remote.clear()
+        await b._resync()
+        assert ids(b.runs_of(SESSION)) == ["r1"]
+        # A process that left takes itself off the list with its record.
+        await a.aclose()
+        listed = await client.smembers(f"{redis_prefix}:runners")
+        assert a.link.process_id.encode() not in listed
     finally:
         await client.aclose()

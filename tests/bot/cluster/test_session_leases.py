@@ -160,3 +160,25 @@ async def test_unreachable_redis_claims_nothing(
     finally:
         await a.link.client.aclose()
         a.link.client = good
+
+
+async def test_a_refused_take_nudges_the_holder_in_the_same_call(
+    pair: tuple[SessionLeases, SessionLeases], redis_prefix: str, raw: Redis
+) -> None:
+    a, b = pair
+    pubsub = raw.pubsub(ignore_subscribe_messages=True)
+    try:
+        await pubsub.subscribe(f"{redis_prefix}:work:{a.link.process_id}")
+        nudge = (f"{redis_prefix}:work:", "claim it")
+        assert await a.take(SESSION, nudge=nudge) is None  # free: taken, nobody nudged
+        assert await a.take(SESSION, nudge=nudge) is None  # ours: nobody nudged either
+        assert await b.take(SESSION, nudge=nudge) == a.link.process_id
+        assert a.left(SESSION) > LEASE / 2 and b.left(SESSION) == 0.0
+        received = []
+        for _ in range(5):  # None for the (ignored) subscription reply, then when drained
+            message = await pubsub.get_message(timeout=0.2)
+            if message is not None:
+                received.append(message["data"])
+        assert received == [b"claim it"]
+    finally:
+        await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]

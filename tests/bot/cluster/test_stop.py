@@ -139,6 +139,7 @@ async def test_stray_events_and_records_are_ignored(
             for junk in ("not json", '{"op": "add"}', "[1, 2]", '{"op": "abort"}'):
                 await client.publish(f"{redis_prefix}:runs", junk)
             await client.hset(f"{redis_prefix}:runs:ghost", "r", "not json")
+            await client.sadd(f"{redis_prefix}:runners", "ghost")
         finally:
             await client.aclose()
         # A refresh (every lease/3) reads the bad record too.
