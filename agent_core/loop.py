@@ -37,7 +37,7 @@ from agent_core.retry import RetryPolicy, call_with_retry
 from agent_core.run import RunRequest, RunResult, RunStatus
 from agent_core.run_prepare import prepare_run
 from agent_core.run_state import Finish, RunState
-from agent_core.run_tools import run_tool_context
+from agent_core.run_tools import record_tool_span, run_tool_context
 from agent_core.run_usage import (
     price_note,
     record_tokens,
@@ -50,14 +50,12 @@ from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
 from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
-from agent_core.tools.base import ToolKind, ToolRegistry
+from agent_core.tools.base import ToolRegistry
 from agent_core.tracing import (
     SpanKind,
     Trace,
-    arguments_digest,
     messages_as_json,
     new_trace,
-    tool_span_id,
     verbose_enabled,
 )
 from agent_core.uncancellable import finish_despite_cancel
@@ -396,19 +394,7 @@ class Loop:
             )
 
         async def after(outcome: ToolOutcome) -> None:
-            tool = self.tools.get(outcome.call.name)
-            # Tools that start other runs are tracked apart (spec), under the id their child
-            # traces link to.
-            orchestrates = tool is not None and tool.kind is ToolKind.ORCHESTRATE
-            kind = SpanKind.ASYNC_TOOL if orchestrates else SpanKind.TOOL
-            span = state.trace.start_span(kind, outcome.call.name, id=outcome.call.id)
-            span.id = tool_span_id(state.trace.id, outcome.call.id)
-            span.started_at = outcome.started_at
-            span.duration_ms = outcome.duration_ms
-            span.error = outcome.is_error
-            span.attributes["args_hash"] = arguments_digest(outcome.call.arguments)
-            if outcome.blocked:
-                span.attributes["blocked"] = True
+            record_tool_span(state.trace, self.tools, outcome)
             await self._emit(
                 request,
                 EventType.TOOL_RESULT,
