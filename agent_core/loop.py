@@ -37,20 +37,25 @@ from agent_core.retry import RetryPolicy, call_with_retry
 from agent_core.run import RunRequest, RunResult, RunStatus
 from agent_core.run_prepare import prepare_run
 from agent_core.run_state import Finish, RunState
-from agent_core.run_tools import run_tool_context
-from agent_core.run_usage import reserve_call, usage_stop
+from agent_core.run_tools import record_tool_span, run_tool_context
+from agent_core.run_usage import (
+    price_note,
+    record_tokens,
+    release_call,
+    reserve_call,
+    settle_call,
+    usage_stop,
+)
 from agent_core.sanitize import sanitize_output
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
 from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
-from agent_core.tools.base import ToolKind, ToolRegistry
+from agent_core.tools.base import ToolRegistry
 from agent_core.tracing import (
     SpanKind,
     Trace,
-    arguments_digest,
     messages_as_json,
     new_trace,
-    tool_span_id,
     verbose_enabled,
 )
 from agent_core.uncancellable import finish_despite_cancel
@@ -182,10 +187,7 @@ class Loop:
             iterations=state.iterations,
             error=state.stop_reason if status is RunStatus.USAGE_LIMIT else None,
         )
-        trace.input_tokens, trace.output_tokens = (
-            state.usage.input_tokens,
-            state.usage.output_tokens,
-        )
+        record_tokens(trace, state.usage)
         if state.stop_reason:
             trace.error = state.stop_reason
         # A usage limit is not the agent's failure: its trace keeps its own status.
@@ -206,9 +208,7 @@ class Loop:
     async def _prepare(self, request: RunRequest, trace: Trace) -> RunState:
         """Workspace, prompt and first messages (``run_prepare.py``)."""
         tools, workspaces = self.tools, self.workspaces
-        pricing = ""
-        if self.meter is not None:
-            pricing = await self.meter.price_note(self.provider.name, self.settings.model)
+        pricing = await price_note(self.meter, self.provider.name, self.settings.model)
         return await prepare_run(
             self.settings, tools, workspaces, self.store, request, trace, pricing=pricing
         )
@@ -324,12 +324,10 @@ class Loop:
         self, state: RunState, iteration: int, provider: Provider, model_request: ModelRequest
     ) -> ModelResponse:
         request = state.request
-        ticket = None
-        if self.meter is not None:
-            counter = self.context.counter
-            ticket = await reserve_call(
-                self.meter, state, iteration, provider.name, model_request, counter
-            )
+        counter = self.context.counter
+        ticket = await reserve_call(
+            self.meter, state, iteration, provider.name, model_request, counter
+        )
         span = state.trace.start_span(
             SpanKind.LLM,
             f"{provider.name}/{model_request.model}",
@@ -367,13 +365,9 @@ class Loop:
             )
         except BaseException as exc:
             span.end(error=True, error_message=str(exc)[:500])
-            if ticket is not None and self.meter is not None:
-                await finish_despite_cancel(self.meter.settle(ticket, None), name="usage.release")
+            await release_call(self.meter, ticket)
             raise
-        if ticket is not None and self.meter is not None:
-            charge = await self.meter.settle(ticket, response.usage)
-            state.metered = True
-            span.attributes.update(charge.attributes())
+        await settle_call(self.meter, ticket, state, span, response.usage)
         if response.thinking and not streamed_thinking:
             # Not streamed (or a server that sends reasoning only at the end): one event.
             await self._emit(request, EventType.THINKING, content=response.thinking)
@@ -400,19 +394,7 @@ class Loop:
             )
 
         async def after(outcome: ToolOutcome) -> None:
-            tool = self.tools.get(outcome.call.name)
-            # Tools that start other runs are tracked apart (spec), under the id their child
-            # traces link to.
-            orchestrates = tool is not None and tool.kind is ToolKind.ORCHESTRATE
-            kind = SpanKind.ASYNC_TOOL if orchestrates else SpanKind.TOOL
-            span = state.trace.start_span(kind, outcome.call.name, id=outcome.call.id)
-            span.id = tool_span_id(state.trace.id, outcome.call.id)
-            span.started_at = outcome.started_at
-            span.duration_ms = outcome.duration_ms
-            span.error = outcome.is_error
-            span.attributes["args_hash"] = arguments_digest(outcome.call.arguments)
-            if outcome.blocked:
-                span.attributes["blocked"] = True
+            record_tool_span(state.trace, self.tools, outcome)
             await self._emit(
                 request,
                 EventType.TOOL_RESULT,
@@ -441,7 +423,7 @@ class Loop:
     ) -> RunResult:
         usage = state.usage if state else Usage()
         log.warning("run.failed", run_id=request.run_id, error=str(exc), kind=type(exc).__name__)
-        trace.input_tokens, trace.output_tokens = usage.input_tokens, usage.output_tokens
+        record_tokens(trace, usage)
         trace.finish("error", error=str(exc))
         await self._emit(request, EventType.RUN_FAILED, error=str(exc))
         await self._save_trace(trace)

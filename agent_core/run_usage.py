@@ -1,5 +1,6 @@
-"""The loop's side of metering (``agent_core/usage.py``): a call's reservation, and the stop
-when a usage limit refuses one."""
+"""The loop's side of metering (``agent_core/usage.py``): the model's price for the prompt, a
+call's reservation and its settlement, and the stop when a usage limit refuses one. Every helper
+takes the loop's meter, None when nothing is metered (then it does nothing)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from agent_core.messages import Usage
 from agent_core.providers.base import ModelRequest
 from agent_core.run import RunStatus
 from agent_core.run_state import Finish, RunState
 from agent_core.tokens import TokenCounter
+from agent_core.tracing import Span, Trace
+from agent_core.uncancellable import finish_despite_cancel
 from agent_core.usage import (
     DEFAULT_OUTPUT_ESTIMATE,
     LlmCall,
@@ -22,19 +26,26 @@ from agent_core.usage import (
 log = structlog.get_logger(__name__)
 
 
+async def price_note(meter: UsageMeter | None, provider: str, model: str) -> str:
+    """The model's price in words, for the prompt's Runtime section ("" when unknown)."""
+    return "" if meter is None else await meter.price_note(provider, model)
+
+
 async def reserve_call(
-    meter: UsageMeter,
+    meter: UsageMeter | None,
     state: RunState,
     iteration: int,
     provider: str,
     model_request: ModelRequest,
     counter: Callable[[str], Awaitable[TokenCounter]],
-) -> Reservation:
+) -> Reservation | None:
     """Hold the call's estimate; raises :class:`UsageLimitReached` when a limit refuses it.
 
     The request's input is counted only when a limit applies to the run: counting loads a
     tokenizer, which most runs never need (``agent_core/tokens.py``).
     """
+    if meter is None:
+        return None
     tokens = 0
     if meter.needs_estimate(state.request):
         tokens = (await counter(model_request.model)).count(model_request.messages)
@@ -48,6 +59,27 @@ async def reserve_call(
         first_of_run=not state.metered,
     )
     return await meter.reserve(call)
+
+
+async def release_call(meter: UsageMeter | None, ticket: Reservation | None) -> None:
+    """The failed call's estimate is released, even while the run is being cancelled."""
+    if ticket is not None and meter is not None:
+        await finish_despite_cancel(meter.settle(ticket, None), name="usage.release")
+
+
+async def settle_call(
+    meter: UsageMeter | None, ticket: Reservation | None, state: RunState, span: Span, usage: Usage
+) -> None:
+    """Record what the call used: the run counts as metered, its span gets the charge."""
+    if ticket is not None and meter is not None:
+        charge = await meter.settle(ticket, usage)
+        state.metered = True
+        span.attributes.update(charge.attributes())
+
+
+def record_tokens(trace: Trace, usage: Usage) -> None:
+    """The run's token totals on its trace."""
+    trace.input_tokens, trace.output_tokens = usage.input_tokens, usage.output_tokens
 
 
 def usage_stop(state: RunState, exc: UsageLimitReached) -> Finish:

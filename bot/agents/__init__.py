@@ -1,2 +1,3 @@
 """Agents as the service runs them: :mod:`.router` builds and caches each configured agent,
-:mod:`.settings` turns its configuration into agent_core settings."""
+:mod:`.settings` turns its configuration into agent_core settings and :mod:`.tools` builds its
+tool set."""

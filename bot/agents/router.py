@@ -2,9 +2,10 @@
 
 Resolving an agent (agent-loop spec, sections 9 and 10) means: find its definition, apply
 ``agents.defaults``, look up its provider and optional fallback provider, give it its own copy
-of the tool registry plus its custom tools, and build the :class:`~agent_core.Loop`. The loop is
-cached for ``agents.cache_ttl`` seconds; :meth:`AgentRouter.invalidate` drops it at once (any
-change to an agent's definition or tools does that), so the next message re-resolves it.
+of the tool registry plus its custom tools (:mod:`bot.agents.tools`), and build the
+:class:`~agent_core.Loop`. The loop is cached for ``agents.cache_ttl`` seconds;
+:meth:`AgentRouter.invalidate` drops it at once (any change to an agent's definition or tools
+does that), so the next message re-resolves it.
 
 Where a definition comes from: a stored agent (``agents`` table, ``loopgate agents set``) is
 merged over the ``config.yaml`` entry of the same id field by field, every field the database sets
@@ -23,18 +24,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
 from agent_core import (
-    FILE_TOOLS,
-    SKILL_TOOLS,
     AgentSettings,
     Approver,
     EventBus,
-    ExecProfile,
     Loop,
     MemoryIndex,
     PreToolUseHook,
@@ -44,34 +42,24 @@ from agent_core import (
     ToolRegistry,
     TraceStore,
     UsageMeter,
-    Verdict,
-    add_self_evolution_tools,
-    exec_hooks,
-    memory_tools,
 )
-from agent_core.mcp import McpManager, add_mcp_tools
+from agent_core.mcp import McpManager
 from agent_core.orchestration import (
     OrchestrationProfile,
     OrchestrationStore,
     Orchestrator,
     TaskStore,
-    add_mode_tools,
     resolve_profile,
 )
 from agent_core.providers import OfflineProvider, OpenAICompatProvider, Provider
 from agent_core.tools import (
-    EXEC,
     CronJobs,
-    CronPolicy,
     FileSender,
     Resolver,
-    ToolContext,
-    cron_tool,
-    exec_tool,
-    send_file_tool,
 )
 from bot.agents.exec_setup import ExecRuntime
 from bot.agents.settings import agent_settings
+from bot.agents.tools import add_exec_tool, add_orchestration_tools, agent_tools, default_registry
 from bot.agents.web_tools import build_web_tools
 from bot.config import OPENAI_BASE_URL, AgentConfig, Config, ProviderConfig
 from bot.errors import BotError
@@ -144,20 +132,6 @@ def build_provider(name: str, config: ProviderConfig) -> Provider:
     return OpenAICompatProvider(config.base_url, config.api_key, name=name, timeout=config.timeout)
 
 
-class _LateApprover:
-    """The router's approver at the time of the call: the chats that answer approvals exist
-    only after the router (the gateway is built on it)."""
-
-    def __init__(self, router: AgentRouter) -> None:
-        self._router = router
-
-    async def ask(self, ctx: ToolContext, command: str, profile: ExecProfile) -> Verdict | None:
-        approver = self._router.exec_approver
-        if approver is None:
-            return None
-        return await approver.ask(ctx, command, profile)
-
-
 @dataclass(frozen=True, slots=True)
 class _Cached:
     loop: Loop
@@ -209,13 +183,7 @@ class AgentRouter:
         self.store = store
         self.traces = traces
         self.events = events
-        self.tools = tools if tools is not None else ToolRegistry.of(FILE_TOOLS)
-        if tools is None and memory_index is not None:
-            for tool in memory_tools(memory_index):  # its write_file also re-indexes memory
-                self.tools.register(tool)
-        if tools is None:
-            for tool in SKILL_TOOLS:  # offered by the loop to runs with more skills than fit inline
-                self.tools.defer(tool)
+        self.tools = tools if tools is not None else default_registry(memory_index)
         self.hooks = list(hooks)
         self.ttl = config.agents.cache_ttl if ttl is None else ttl
         self._clock = clock
@@ -401,30 +369,9 @@ class AgentRouter:
         mcp_tools: Sequence[Tool] = (),
     ) -> Loop:
         settings = self.settings(agent_id, stored, profile)
-        tools = self.tools.clone()
-        for tool in self._agent_tools.get(agent_id, ()):
-            tools.register(tool)
-        add_mcp_tools(tools, mcp_tools, self.config.agents.defaults.mcp_inline_max)
-        self.add_orchestration_tools(settings, tools)
-        add_self_evolution_tools(tools, settings)
-        if self.cron is not None:
-            cron = self.config.cron
-            policy = CronPolicy(settings.timezone, cron.max_jobs_per_user, cron.min_interval)
-            tools.register(cron_tool(self.cron, policy))
-        for tool in self.web.tools:  # tools.web (bot/agents/web_tools.py)
-            tools.register(tool)
-        if self.files is not None:
-            tools.register(send_file_tool(self.files))
-        # agents.<id>.disabled_tools (e.g. an approved ToolFailureRule suggestion): a call to
-        # one is refused with this reason; deferred (MCP) tools are dropped too.
+        custom = self._agent_tools.get(agent_id, ())
         disabled = self.disabled_tools(agent_id, stored)
-        hooks = list(self.hooks)
-        if EXEC not in disabled:
-            settings, exec_checks = self.add_exec_tool(settings, tools)
-            hooks += exec_checks
-        for name in disabled:
-            tools.deferred.pop(name, None)
-            tools.hide(name, f"disabled for this agent (agents.{agent_id}.disabled_tools)")
+        settings, tools, hooks = agent_tools(self, agent_id, settings, custom, mcp_tools, disabled)
         fallback = self.provider(settings.fallback_provider) if settings.fallback_provider else None
         self.resolutions += 1
         log.debug("agent.resolved", agent_id=agent_id, provider=settings.provider)
@@ -449,28 +396,12 @@ class AgentRouter:
     def add_exec_tool(
         self, settings: AgentSettings, tools: ToolRegistry
     ) -> tuple[AgentSettings, list[PreToolUseHook]]:
-        """``exec`` when its sandbox works: the settings with its profile (prompt sections 5 and
-        14) and its approval hooks; unchanged settings and no hooks otherwise."""
-        runtime = self.exec_runtime
-        if runtime is None or not runtime.available:
-            return settings, []
-        profile = runtime.profile(settings.owner_ids, self._admins())
-        tools.register(exec_tool(runtime.sandbox, runtime.credentials))
-        checks = exec_hooks(profile, runtime.config.deny_patterns, _LateApprover(self))
-        return replace(settings, exec=profile), checks
-
-    def _admins(self) -> list[str]:
-        """``bot.admins`` and every ``channels.<name>.admins`` (as ``channel:id``)."""
-        admins = list(self.config.bot.admins)
-        for name in ("telegram", "slack", "zalo"):
-            for admin in getattr(self.config.channels, name).admins:
-                admins.append(admin if ":" in admin else f"{name}:{admin}")
-        return admins
+        """See :func:`bot.agents.tools.add_exec_tool`."""
+        return add_exec_tool(self, settings, tools)
 
     def add_orchestration_tools(self, settings: AgentSettings, tools: ToolRegistry) -> None:
-        """The mode's tools; the others are hidden (a call to one is refused with the reason)."""
-        if self.orchestrator is not None:
-            add_mode_tools(tools, settings, self.orchestrator, self.task_store)
+        """See :func:`bot.agents.tools.add_orchestration_tools`."""
+        add_orchestration_tools(self, settings, tools)
 
     def _retire(self, loop: Loop) -> None:
         # Kept while runs or post-run compactions are in flight, so aclose can cancel them.

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.protocol import FileRefused, SentFile
+from channels.files import upload_size
+from channels.protocol import SentFile
 from channels.slack._errors import translate_slack_errors
 from channels.types import ChatRef, MessageRef
 
@@ -47,13 +48,7 @@ async def upload_file(
     caption: str,
     thread_ts: str | None,
 ) -> SentFile:
-    size = (await asyncio.to_thread(path.stat)).st_size
-    if size == 0:
-        raise FileRefused(f"{name} is empty: Slack takes no empty files")
-    if size > MAX_FILE_BYTES:
-        raise FileRefused(
-            f"{name} is {gigabytes(size)}, over Slack's limit of {gigabytes(MAX_FILE_BYTES)}"
-        )
+    await upload_size(path, name, platform="Slack", limit=MAX_FILE_BYTES, size_text=gigabytes)
     data = await asyncio.to_thread(path.read_bytes)
     with translate_slack_errors("files_upload_v2"):
         response = await client.files_upload_v2(

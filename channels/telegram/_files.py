@@ -19,7 +19,8 @@ import structlog
 from telegram import InputFile, Message, ReplyParameters
 
 from channels.errors import BadRequest
-from channels.protocol import FileRefused, SentFile
+from channels.files import upload_size
+from channels.protocol import SentFile
 from channels.telegram._sending import TelegramSender
 from channels.telegram._text import split_units
 from channels.types import ChatRef, MessageRef
@@ -63,14 +64,14 @@ class TelegramFiles:
         caption: str = "",
         reply_to: str | None = None,
     ) -> SentFile:
-        size = (await asyncio.to_thread(path.stat)).st_size
-        if size == 0:
-            raise FileRefused(f"{name} is empty: Telegram takes no empty files")
-        if size > MAX_FILE_BYTES:
-            raise FileRefused(
-                f"{name} is {megabytes(size)}, over Telegram's limit of "
-                f"{megabytes(MAX_FILE_BYTES)} for a file sent by a bot"
-            )
+        size = await upload_size(
+            path,
+            name,
+            platform="Telegram",
+            limit=MAX_FILE_BYTES,
+            size_text=megabytes,
+            limit_of=" for a file sent by a bot",
+        )
         data = await asyncio.to_thread(path.read_bytes)
         head, rest = split_caption(caption)
         how: Literal["photo", "document"] = "document"

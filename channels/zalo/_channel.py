@@ -15,9 +15,7 @@ poller keeps offering it to the bot until the bot takes it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import mimetypes
 import re
 import secrets
 from collections import deque
@@ -26,7 +24,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 import structlog
 from starlette.requests import Request
@@ -52,11 +49,23 @@ from channels.zalo._errors import (
     ZaloServerError,
     ZaloTokenInvalid,
 )
-from channels.zalo._files import PHOTO_TYPES, read_picture, send_zalo_file
-from channels.zalo._photo_links import FILES_PATH, PhotoLinks
-from channels.zalo._types import BotInfo, ZaloEvent, ZaloMessage, ZaloUpdate, parse_updates
+from channels.zalo._files import ZaloFiles
+from channels.zalo._normalize import content_text, photo_attachments, synthetic_id
+from channels.zalo._photo_links import PhotoLinks
+from channels.zalo._types import BotInfo, ZaloMessage, ZaloUpdate, parse_updates
 
 log = structlog.get_logger(__name__)
+
+__all__ = [
+    "CAPABILITIES",
+    "MAX_WEBHOOK_BODY",
+    "SECRET_HEADER",
+    "WEBHOOK_PATH",
+    "ZaloChannel",
+    "ZaloSettings",
+    "content_text",
+    "photo_attachments",
+]
 
 WEBHOOK_PATH = "/zalo/webhook"
 SECRET_HEADER = "x-bot-api-secret-token"
@@ -112,7 +121,8 @@ class ZaloChannel:
             if settings.mode == "webhook" and settings.webhook_url and settings.webhook_secret
             else None
         )
-        self.files_path = FILES_PATH if self.photo_links is not None else ""
+        self.files = ZaloFiles(client, self.photo_links)
+        self.files_path = self.files.path
         self.bot: BotInfo | None = None
         self._handler: InboundHandler | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -331,7 +341,7 @@ class ZaloChannel:
         handler = self._handler
         if handler is None:
             raise NotAccepted("zalo: not receiving")
-        message_id = msg.message_id or _synthetic_id(update)
+        message_id = msg.message_id or synthetic_id(update)
         key = f"zalo:event:{msg.chat_id}:{message_id}"
         if await already_seen(self.seen, key, channel=self.name):
             log.info("zalo.duplicate", message_id=message_id)
@@ -414,27 +424,11 @@ class ZaloChannel:
     ) -> SentFile:
         """:class:`~channels.protocol.FileSending`: ``sendPhoto`` from a signed link in webhook
         mode, else a note naming the file (:mod:`channels.zalo._files`)."""
-        return await send_zalo_file(
-            self.client, self.photo_links, chat, path, name=name, mime=mime, caption=caption
-        )
+        return await self.files.send_file(chat, path, name=name, mime=mime, caption=caption)
 
     async def serve_file(self, request: Request) -> Response:
-        """:class:`~channels.protocol.FileHost`: ``GET /zalo/files/{token}/{name}``, the
-        picture a signed link names (Zalo fetching a ``sendPhoto``); 404 for a forged or
-        expired link or a file gone since."""
-        token = request.url.path.removeprefix(FILES_PATH).split("/", 1)[0]
-        path = self.photo_links.resolve(token) if self.photo_links is not None else None
-        if path is None:
-            return Response(status_code=404)
-        mime = mimetypes.guess_type(path.name)[0] or ""
-        if mime not in PHOTO_TYPES:
-            return Response(status_code=404)
-        try:
-            data = await asyncio.to_thread(read_picture, path)
-        except OSError:  # gone, or a link swapped in since it was signed
-            return Response(status_code=404)
-        log.info("zalo.photo_fetched", bytes=len(data))
-        return Response(data, media_type=mime)
+        """:class:`~channels.protocol.FileHost`: see :meth:`ZaloFiles.serve_file`."""
+        return await self.files.serve_file(request)
 
     async def set_typing(self, chat: ChatRef) -> None:
         await self.client.send_chat_action(chat.chat_id, "typing")
@@ -453,44 +447,3 @@ class ZaloChannel:
     async def is_admin(self, chat: ChatRef, user_id: str) -> bool:
         # The Bot API has no chat-member lookup: only configured admins count.
         return False
-
-
-def content_text(event_name: str, msg: ZaloMessage) -> str:
-    """The message as text for the model; non-text content becomes a clear note."""
-    if event_name == ZaloEvent.TEXT:
-        return msg.text or ""
-    if event_name == ZaloEvent.IMAGE:
-        caption = msg.caption or msg.text  # some clients put the caption in ``text``
-        if msg.photo:  # the photo itself is an attachment (photo_attachments)
-            return caption or ""
-        note = "[The user sent an image. You can't see images here.]"
-        return f"{note}\n{caption}" if caption else note
-    if event_name == ZaloEvent.STICKER:
-        where = f" ({msg.url})" if msg.url else ""
-        return f"[The user sent a sticker{where}.]"
-    if event_name == ZaloEvent.VOICE:
-        return "[The user sent a voice message. You can't listen to audio here.]"
-    if event_name == ZaloEvent.UNSUPPORTED:
-        return (
-            "[The user sent a message whose content Zalo does not share with bots. "
-            "If you need it, ask them to write it as text.]"
-        )
-    kind = event_name.removeprefix("message.").removesuffix(".received") or event_name
-    return f"[The user sent a kind of message this bot can't read ({kind}).]"
-
-
-def photo_attachments(event_name: str, msg: ZaloMessage, message_id: str) -> tuple[Attachment, ...]:
-    """The photo of an image message, fetched from the URL Zalo gives (``photo`` or
-    ``photo_url``); Zalo states no size, so the download itself is cut off at the limit."""
-    if event_name != ZaloEvent.IMAGE or not msg.photo:
-        return ()
-    if urlsplit(msg.photo).scheme not in ("http", "https"):
-        return ()
-    name = f"photo_{re.sub(r'[^A-Za-z0-9_-]', '_', message_id)[:40]}.jpg"
-    return (Attachment(kind="image", file_id=msg.photo, name=name, mime="image/jpeg"),)
-
-
-def _synthetic_id(update: ZaloUpdate) -> str:
-    # No message_id: hash the event so a redelivery of the same event still dedupes.
-    raw = json.dumps(update.raw, sort_keys=True, ensure_ascii=False, default=str)
-    return "sha256-" + hashlib.sha256(raw.encode()).hexdigest()[:32]

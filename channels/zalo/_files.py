@@ -15,17 +15,20 @@ A caption over one message (2,000 characters) goes in full as the messages that 
 from __future__ import annotations
 
 import asyncio
+import mimetypes
 import os
 from pathlib import Path
 from typing import Literal
 
 import structlog
+from starlette.requests import Request
+from starlette.responses import Response
 
 from channels.errors import BadRequest
 from channels.protocol import SentFile
 from channels.types import ChatRef, MessageRef
 from channels.zalo._client import MAX_TEXT_CHARS, ZaloBotClient
-from channels.zalo._photo_links import PhotoLinks
+from channels.zalo._photo_links import FILES_PATH, PhotoLinks
 
 log = structlog.get_logger(__name__)
 
@@ -84,31 +87,52 @@ def file_note(name: str, size: int, why: Why, caption: str) -> str:
     return note
 
 
-async def send_zalo_file(
-    client: ZaloBotClient,
-    links: PhotoLinks | None,
-    chat: ChatRef,
-    path: Path,
-    *,
-    name: str,
-    mime: str,
-    caption: str,
-) -> SentFile:
-    size = (await asyncio.to_thread(path.stat)).st_size
-    why: Why = "no_file_sending"
-    if mime in PHOTO_TYPES:
-        why = "no_public_link" if links is None else "too_large"
-        if links is not None and size <= MAX_PHOTO_BYTES:
-            pieces = split_text(caption)
-            head = pieces[0] if len(pieces) == 1 else None
-            try:
-                sent = await client.send_photo(chat.chat_id, links.link(path, name), head)
-            except BadRequest as exc:
-                log.warning("zalo.photo_refused", chat=chat.chat_id, error=str(exc))
-                why = "refused"
-            else:
-                for piece in pieces if head is None else ():
-                    await client.send_message(chat.chat_id, piece)
-                return SentFile(MessageRef(chat, sent.message_id), "photo")
-    sent = await client.send_message(chat.chat_id, file_note(name, size, why, caption))
-    return SentFile(MessageRef(chat, sent.message_id), "note")
+class ZaloFiles:
+    """``send_file`` for one bot, and the signed links its pictures are fetched from (with
+    ``links``: webhook mode; None: every file becomes a note)."""
+
+    def __init__(self, client: ZaloBotClient, links: PhotoLinks | None) -> None:
+        self.client = client
+        self.links = links
+        self.path = FILES_PATH if links is not None else ""
+        """Where :meth:`serve_file` answers (:class:`~channels.protocol.FileHost`); "": nowhere."""
+
+    async def send_file(
+        self, chat: ChatRef, path: Path, *, name: str, mime: str, caption: str
+    ) -> SentFile:
+        client, links = self.client, self.links
+        size = (await asyncio.to_thread(path.stat)).st_size
+        why: Why = "no_file_sending"
+        if mime in PHOTO_TYPES:
+            why = "no_public_link" if links is None else "too_large"
+            if links is not None and size <= MAX_PHOTO_BYTES:
+                pieces = split_text(caption)
+                head = pieces[0] if len(pieces) == 1 else None
+                try:
+                    sent = await client.send_photo(chat.chat_id, links.link(path, name), head)
+                except BadRequest as exc:
+                    log.warning("zalo.photo_refused", chat=chat.chat_id, error=str(exc))
+                    why = "refused"
+                else:
+                    for piece in pieces if head is None else ():
+                        await client.send_message(chat.chat_id, piece)
+                    return SentFile(MessageRef(chat, sent.message_id), "photo")
+        sent = await client.send_message(chat.chat_id, file_note(name, size, why, caption))
+        return SentFile(MessageRef(chat, sent.message_id), "note")
+
+    async def serve_file(self, request: Request) -> Response:
+        """``GET /zalo/files/{token}/{name}``, the picture a signed link names (Zalo fetching a
+        ``sendPhoto``); 404 for a forged or expired link or a file gone since."""
+        token = request.url.path.removeprefix(FILES_PATH).split("/", 1)[0]
+        path = self.links.resolve(token) if self.links is not None else None
+        if path is None:
+            return Response(status_code=404)
+        mime = mimetypes.guess_type(path.name)[0] or ""
+        if mime not in PHOTO_TYPES:
+            return Response(status_code=404)
+        try:
+            data = await asyncio.to_thread(read_picture, path)
+        except OSError:  # gone, or a link swapped in since it was signed
+            return Response(status_code=404)
+        log.info("zalo.photo_fetched", bytes=len(data))
+        return Response(data, media_type=mime)

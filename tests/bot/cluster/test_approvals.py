@@ -17,13 +17,13 @@ import pytest
 from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
-from agent_core import ExecProfile, RunRequest, RunResult, Verdict
-from agent_core.tools import ToolContext
+from agent_core import ExecProfile, RunResult, Verdict
 from bot.app import Loopgate
 from bot.cluster.approvals import CONFIRM_WITHIN, ClusterApprovals
 from bot.cluster.connection import RedisLink
 from bot.pipeline.approvals import ExecApprovals
 from channels import ChatRef, ChatType, InboundMessage, Sender
+from tests.approval_support import COMMAND, alice_asks, tool_result
 from tests.cluster_support import REDIS_URL, ClusterConfig, needs_postgres, needs_redis
 from tests.conftest import ChatDriver
 from tests.exec_support import needs_bwrap
@@ -31,13 +31,7 @@ from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
 from tests.pipeline_support import RecordingChannel
 from tests.waiting import wait_until
 
-COMMAND = "echo ran > proof.txt; echo finished"
 ROOM = ChatRef("web", "room-1", ChatType.GROUP)
-
-
-def tool_result(llm: FakeLLM) -> str:
-    messages = llm.chat_requests[-1].messages
-    return next(m["content"] for m in messages if m.get("role") == "tool")
 
 
 def proof(tmp_path: Path) -> list[Path]:
@@ -64,6 +58,11 @@ class TestTwoProcesses:
             b = await stack.enter_async_context(Loopgate(cfg))
             yield a, b
 
+    @pytest.fixture
+    def in_a(self, pair: tuple[Loopgate, Loopgate]) -> ChatDriver:
+        """A's view of the chat, where the answers are given."""
+        return ChatDriver(pair[0], ROOM)
+
     async def asked_in(self, b: Loopgate) -> tuple[ChatDriver, asyncio.Future[RunResult | None]]:
         """Alice asks in B; returns B's view of the chat and the run, once the request is
         posted (so the command waits in B)."""
@@ -74,12 +73,11 @@ class TestTwoProcesses:
         return in_b, done
 
     async def test_approve_in_a_runs_the_command_waiting_in_b(
-        self, pair: tuple[Loopgate, Loopgate], llm: FakeLLM, tmp_path: Path
+        self, pair: tuple[Loopgate, Loopgate], in_a: ChatDriver, llm: FakeLLM, tmp_path: Path
     ) -> None:
-        a, b = pair
+        _, b = pair
         llm.script(tool_calls(call("exec", {"command": COMMAND})), text("done"))
         in_b, done = await self.asked_in(b)
-        in_a = ChatDriver(a, ROOM)
         assert await in_a.send("/approve", sender="owner") is None
         assert in_a.texts() == ["Approved: the command runs now."]
         result = await asyncio.wait_for(done, 10)
@@ -89,12 +87,11 @@ class TestTwoProcesses:
         assert not any(t.startswith("No answer within") for t in in_b.texts())
 
     async def test_deny_in_a_keeps_it_from_running(
-        self, pair: tuple[Loopgate, Loopgate], llm: FakeLLM, tmp_path: Path
+        self, pair: tuple[Loopgate, Loopgate], in_a: ChatDriver, llm: FakeLLM, tmp_path: Path
     ) -> None:
-        a, b = pair
+        _, b = pair
         llm.script(tool_calls(call("exec", {"command": COMMAND})), text("ok, not run"))
         _, done = await self.asked_in(b)
-        in_a = ChatDriver(a, ROOM)
         await in_a.send("/deny", sender="owner")
         assert in_a.texts() == ["Denied: the command will not run."]
         await asyncio.wait_for(done, 10)
@@ -105,12 +102,11 @@ class TestTwoProcesses:
         assert in_a.texts()[-1] == "No command is waiting for approval here."
 
     async def test_a_non_admin_in_a_is_refused_and_it_keeps_waiting(
-        self, pair: tuple[Loopgate, Loopgate], llm: FakeLLM, tmp_path: Path
+        self, pair: tuple[Loopgate, Loopgate], in_a: ChatDriver, llm: FakeLLM, tmp_path: Path
     ) -> None:
-        a, b = pair
+        _, b = pair
         llm.script(tool_calls(call("exec", {"command": COMMAND})), text("done"))
         _, done = await self.asked_in(b)
-        in_a = ChatDriver(a, ROOM)
         await in_a.send("/approve", sender="mallory")
         assert in_a.texts() == ["Only an owner or admin of this agent may answer."]
         await in_a.send("/approve", sender="mallory", admin=True)  # a group admin is no owner
@@ -122,11 +118,7 @@ class TestTwoProcesses:
         await asyncio.wait_for(done, 10)
         assert proof(tmp_path)
 
-    async def test_nothing_waiting_anywhere_is_said_at_once(
-        self, pair: tuple[Loopgate, Loopgate]
-    ) -> None:
-        a, _ = pair
-        in_a = ChatDriver(a, ROOM)
+    async def test_nothing_waiting_anywhere_is_said_at_once(self, in_a: ChatDriver) -> None:
         started = time.monotonic()
         await in_a.send("/approve", sender="owner")
         assert time.monotonic() - started < CONFIRM_WITHIN  # no wait for a confirmation
@@ -149,10 +141,7 @@ def answer(sender: str) -> InboundMessage:
 
 
 def ask(approvals: ExecApprovals, command: str = "echo hi") -> asyncio.Task[Verdict | None]:
-    origin = InboundMessage(CHAT, "m1", Sender("alice", "Alice"), "hi")
-    request = RunRequest("s", "hi", "web:alice", chat_type="group", origin=origin)
-    ctx = ToolContext(Path("."), "s", "web:alice", "main", "r", request=request)
-    return asyncio.create_task(approvals.ask(ctx, command, PROFILE))
+    return asyncio.create_task(approvals.ask(alice_asks(CHAT), command, PROFILE))
 
 
 @needs_redis

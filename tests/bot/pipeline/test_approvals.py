@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_core import ExecProfile, RunRequest, RunResult, Verdict
-from agent_core.tools import ToolContext
+from agent_core import ExecProfile, RunResult, Verdict
 from bot.app import Loopgate
 from bot.http.server import create_app
 from bot.pipeline.approvals import ExecApprovals
-from channels import Capabilities, ChatRef, ChatType, Formatting, InboundMessage, Sender
+from channels import Capabilities, ChatRef, ChatType, Formatting
+from tests.approval_support import COMMAND, alice_asks, tool_result
 from tests.conftest import ChatDriver, make_config
 from tests.exec_support import needs_bwrap
 from tests.fakes.llm_server import FakeLLM, call, text, tool_calls
@@ -27,8 +27,6 @@ from tests.pipeline_support import RecordingChannel
 from tests.slack_support import Bot, slack_section
 
 pytestmark = needs_bwrap
-
-COMMAND = "echo ran > proof.txt; echo finished"
 
 
 def exec_config(tmp_path: Path, llm: FakeLLM, **exec_keys: Any) -> Any:
@@ -48,9 +46,10 @@ async def gate(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Loopgate]:
         yield started
 
 
-def tool_result(llm: FakeLLM) -> str:
-    messages = llm.chat_requests[-1].messages
-    return next(m["content"] for m in messages if m.get("role") == "tool")
+@pytest.fixture
+def group(gate: Loopgate) -> ChatDriver:
+    """A group chat of ``gate``, where Alice is no owner."""
+    return ChatDriver(gate, ChatRef("web", "room-1", ChatType.GROUP))
 
 
 async def asked(chat: ChatDriver, command: str = "") -> asyncio.Future[RunResult | None]:
@@ -63,10 +62,9 @@ async def asked(chat: ChatDriver, command: str = "") -> asyncio.Future[RunResult
 
 class TestAsk:
     async def test_an_owner_s_approve_runs_it(
-        self, gate: Loopgate, llm: FakeLLM, tmp_path: Path
+        self, group: ChatDriver, llm: FakeLLM, tmp_path: Path
     ) -> None:
         llm.script(tool_calls(call("exec", {"command": COMMAND})), text("done"))
-        group = ChatDriver(gate, ChatRef("web", "room-1", ChatType.GROUP))
         done = await asked(group)
         request = group.texts()[-1]
         assert COMMAND in request and "/deny" in request
@@ -79,10 +77,9 @@ class TestAsk:
         assert list((tmp_path / "workspaces").rglob("proof.txt"))
 
     async def test_deny_keeps_it_from_running(
-        self, gate: Loopgate, llm: FakeLLM, tmp_path: Path
+        self, group: ChatDriver, llm: FakeLLM, tmp_path: Path
     ) -> None:
         llm.script(tool_calls(call("exec", {"command": COMMAND})), text("ok, not run"))
-        group = ChatDriver(gate, ChatRef("web", "room-2", ChatType.GROUP))
         done = await asked(group)
         await group.send("/deny", sender="owner")
         await asyncio.wait_for(done, 10)
@@ -124,9 +121,10 @@ class TestDefaults:
         assert not any("/approve" in t for t in dm.texts())
         assert not list((tmp_path / "workspaces").rglob("proof.txt"))
 
-    async def test_the_deny_list_refuses_before_asking(self, gate: Loopgate, llm: FakeLLM) -> None:
+    async def test_the_deny_list_refuses_before_asking(
+        self, group: ChatDriver, llm: FakeLLM
+    ) -> None:
         llm.script(tool_calls(call("exec", {"command": "rm -rf / --no-preserve-root"})), text("x"))
-        group = ChatDriver(gate, ChatRef("web", "room-4", ChatType.GROUP))
         await group.ask("wipe it", sender="alice")
         assert "matches the deny list" in tool_result(llm)
         assert not any("/approve" in t for t in group.texts())
@@ -188,11 +186,7 @@ class TestRequestText:
     async def ask(self, formatting: Formatting, command: str) -> str:
         channel = RecordingChannel(capabilities=Capabilities(formatting=formatting))
         approvals = ExecApprovals({"web": channel})
-        origin = InboundMessage(
-            ChatRef("web", "room", ChatType.GROUP), "m1", Sender("alice", "Alice"), "hi"
-        )
-        request = RunRequest("s", "hi", "web:alice", chat_type="group", origin=origin)
-        ctx = ToolContext(Path("."), "s", "web:alice", "main", "r", request=request)
+        ctx = alice_asks(ChatRef("web", "room", ChatType.GROUP))
         profile = ExecProfile("bwrap", "/workspace", False, 30, 1 << 29, 64, 1 << 14, None, 0.05)
         assert await approvals.ask(ctx, command, profile) is Verdict.TIMED_OUT
         return channel.texts()[0]
