@@ -6,7 +6,10 @@ holding the session claims every claimable entry of it, oldest first
 (``SqlInbox.claim_session``: ``FOR UPDATE SKIP LOCKED``) and queues them in its per-session
 scheduler, so one chat is answered by one process at a time and in order, while different
 chats spread over the processes that received them. When another process holds the session,
-the receiver nudges it (``<prefix>:work:<holder>``) and leaves the entry in the inbox.
+the receiver nudges it (``<prefix>:work:<holder>``) and leaves the entry in the inbox. A
+message for a session this process already holds (and is not claiming) skips all that: it is
+stored as this process's own and runs at once, as in one process (``keeps``), which saves the
+claim's and the start's writes on most messages of a busy chat.
 
 Nothing depends on a nudge arriving: every process sweeps the inbox every third of a lease
 for entries nobody holds (a lost nudge, a session whose holder went idle, a dead process's
@@ -57,6 +60,7 @@ class ClusterWork:
         self._renewer: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self.claimed = 0  # entries claimed since start (health, tests)
+        self.kept = 0  # messages received for a session held here: stored as ours, no claim
 
     @property
     def sweep_every(self) -> float:
@@ -69,17 +73,34 @@ class ClusterWork:
         self._renewer = asyncio.create_task(self._renew_forever(), name="cluster:renew")
         await asyncio.wait_for(self._subscribed.wait(), timeout=10)
 
+    def holds(self, session_key: str) -> bool:
+        """Whether a message received now for ``session_key`` can be kept here (see
+        :meth:`bot.pipeline.ports.WorkClaims.keeps`)."""
+        # Only a session held before this message: one just taken may have older entries in
+        # the inbox that a claim must queue first. A claim under way here (a nudge: a peer
+        # stored an earlier message) must queue that one first too. Half a lease left means
+        # the renewer, every third of a lease, extends it once the job makes it busy.
+        return (
+            session_key not in self._locks
+            and self.leases.left(session_key) > self.link.lease_seconds / 2
+        )
+
+    def keeps(self, session_key: str) -> bool:
+        held = self.holds(session_key)
+        self.kept += held
+        return held
+
     def dispatch(self, job: Job) -> None:
         """``job``'s message is stored unowned: claim its session now, in the background (the
         platform is acknowledged meanwhile)."""
         if job.inbox_id is not None:
             self._received[job.inbox_id] = job
-        self._spawn(self.claim(job.session_key))
+        self._claim_later(job.session_key)
 
     def claim_soon(self, session_key: str) -> None:
         """Claim ``session_key`` in the background: its new unowned entries (a scheduled
         occurrence) are queued here if this process gets the session, else by its holder."""
-        self._spawn(self.claim(session_key))
+        self._claim_later(session_key)
 
     async def claim(self, session_key: str, *, nudged: bool = False) -> int:
         """Take ``session_key`` and queue its claimable entries; returns how many.
@@ -88,13 +109,26 @@ class ClusterWork:
         (Redis said so); while more than half of our lease is left the take is skipped. The
         session is busy once the claim queues its entry, so the renewer (every third of a
         lease) extends it before it could run out, as it would after a take."""
-        pipeline = self._pipeline
-        if pipeline is None or not pipeline.accepting:
-            return 0
+        self._register(session_key)
+        return await self._claim_registered(session_key, nudged=nudged)
+
+    def _claim_later(self, session_key: str, *, nudged: bool = False) -> None:
+        # Registered now, not when the task starts: until the claim has queued what it found,
+        # holds() must not let a newer message of the session run before it.
+        self._register(session_key)
+        self._spawn(self._claim_registered(session_key, nudged=nudged))
+
+    def _register(self, session_key: str) -> None:
         lock, users = self._locks.get(session_key) or (asyncio.Lock(), 0)
         self._locks[session_key] = (lock, users + 1)
+
+    async def _claim_registered(self, session_key: str, *, nudged: bool) -> int:
+        lock = self._locks[session_key][0]
+        pipeline = self._pipeline
         nudge = (self.link.key("work", ""), json.dumps({"op": "claim", "session": session_key}))
         try:
+            if pipeline is None or not pipeline.accepting:
+                return 0
             # Claims of one session run one after the other here, so they queue in order.
             async with lock:
                 confirmed = nudged and self.leases.left(session_key) > self.link.lease_seconds / 2
@@ -168,7 +202,7 @@ class ClusterWork:
             log.warning("cluster.work_bad_message", error=repr(exc))
             return
         if op == "claim":
-            self._spawn(self.claim(session_key, nudged=True))
+            self._claim_later(session_key, nudged=True)
         elif op == "drop" and self._pipeline is not None:
             dropped = self._pipeline.drop_waiting(
                 session_key, str(message.get("sender", "")), admin=bool(message.get("admin"))
@@ -210,7 +244,7 @@ class ClusterWork:
             next_at = max(next_at, loop.time() - every)  # after a stall, no burst of renewals
 
     def health(self) -> dict[str, int]:
-        return {"sessions": len(self.leases.held), "claimed": self.claimed}
+        return {"sessions": len(self.leases.held), "claimed": self.claimed, "kept": self.kept}
 
     async def _listen(self) -> None:
         async def subscribed() -> None:

@@ -212,6 +212,7 @@ class Gateway:
             self.work is not None
             and self.inbox is not None
             and msg.chat.channel not in self.local_channels
+            and not self.work.keeps(key)
         )
         if handing_over:
             await self._store_for_next_process(job, msg)
@@ -233,7 +234,7 @@ class Gateway:
                 return None
         job.reactions.received_soon()  # overlaps the turn's start (history, prompt, model)
         if shared and self.work is not None:
-            self.work.dispatch(job)  # queued here only if this process holds the session
+            self.work.dispatch(job)  # queued here only if this process takes the session
         else:
             self.bursts.submit(job)
         return job

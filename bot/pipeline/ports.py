@@ -46,6 +46,12 @@ class WorkClaims(Protocol):
     """Several processes share the inbox: a message is stored unowned and queued by the
     process that holds its session (:class:`bot.cluster.work.ClusterWork`)."""
 
+    def keeps(self, session_key: str) -> bool:
+        """This process already holds ``session_key`` (with half a lease or more left) and no
+        claim of it is under way here: a message received here is stored as its own and runs
+        at once, as in one process, with no claim."""
+        ...
+
     def dispatch(self, job: Job) -> None: ...
 
     def claim_soon(self, session_key: str) -> None:
