@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agent_core import (
     FILE_TOOLS,
     SKILL_TOOLS,
     AgentSettings,
+    Approver,
     ExecProfile,
     MemoryIndex,
     PreToolUseHook,
@@ -25,19 +26,36 @@ from agent_core import (
     memory_tools,
 )
 from agent_core.mcp import add_mcp_tools
-from agent_core.orchestration import add_mode_tools
+from agent_core.orchestration import Orchestrator, TaskStore, add_mode_tools
 from agent_core.tools import (
     EXEC,
+    CronJobs,
     CronPolicy,
+    FileSender,
     ToolContext,
     cron_tool,
     exec_tool,
     send_file_tool,
 )
+from bot.agents.exec_setup import ExecRuntime
+from bot.agents.web_tools import WebTools
 from bot.config import Config
 
-if TYPE_CHECKING:
-    from bot.agents.router import AgentRouter
+
+class RouterParts(Protocol):
+    """What the tool wiring reads of :class:`bot.agents.router.AgentRouter` (a protocol, so
+    this module does not import the router that imports it)."""
+
+    config: Config
+    tools: ToolRegistry
+    hooks: list[PreToolUseHook]
+    cron: CronJobs | None
+    web: WebTools
+    files: FileSender | None
+    exec_runtime: ExecRuntime | None
+    exec_approver: Approver | None
+    orchestrator: Orchestrator | None
+    task_store: TaskStore | None
 
 
 def default_registry(memory_index: MemoryIndex | None = None) -> ToolRegistry:
@@ -56,7 +74,7 @@ class _LateApprover:
     """The router's approver at the time of the call: the chats that answer approvals exist
     only after the router (the gateway is built on it)."""
 
-    def __init__(self, router: AgentRouter) -> None:
+    def __init__(self, router: RouterParts) -> None:
         self._router = router
 
     async def ask(self, ctx: ToolContext, command: str, profile: ExecProfile) -> Verdict | None:
@@ -67,7 +85,7 @@ class _LateApprover:
 
 
 def agent_tools(
-    router: AgentRouter,
+    router: RouterParts,
     agent_id: str,
     settings: AgentSettings,
     custom: Sequence[Tool] = (),
@@ -104,7 +122,7 @@ def agent_tools(
 
 
 def add_exec_tool(
-    router: AgentRouter, settings: AgentSettings, tools: ToolRegistry
+    router: RouterParts, settings: AgentSettings, tools: ToolRegistry
 ) -> tuple[AgentSettings, list[PreToolUseHook]]:
     """``exec`` when its sandbox works: the settings with its profile (prompt sections 5 and
     14) and its approval hooks; unchanged settings and no hooks otherwise."""
@@ -127,7 +145,7 @@ def admins(config: Config) -> list[str]:
 
 
 def add_orchestration_tools(
-    router: AgentRouter, settings: AgentSettings, tools: ToolRegistry
+    router: RouterParts, settings: AgentSettings, tools: ToolRegistry
 ) -> None:
     """The mode's tools; the others are hidden (a call to one is refused with the reason)."""
     if router.orchestrator is not None:
