@@ -100,10 +100,10 @@ class ContextBudget:
         return min(thresholds)
 
     async def fit(self, messages: list[Message], *, allow_compaction: bool) -> FitResult:
-        deferred = self.deferred_counter()
-        if not deferred.loaded and deferred.ceiling(messages) < self._lowest_threshold(
-            allow_compaction
-        ):
+        # The ceiling decides whenever it can, loaded encoding or not: once a usage limit has
+        # loaded it, counting every message of every call exactly cost more than half of a
+        # text reply's CPU (benchmarks/serve.py --all-capabilities), for the same decision.
+        if self.deferred_counter().ceiling(messages) < self._lowest_threshold(allow_compaction):
             return FitResult(list(messages), None)  # what exact counting would decide too
         counter = await self.counter()
         window = self.settings.context_window
@@ -211,12 +211,10 @@ class ContextBudget:
         window = self.settings.context_window
         if self.compactor.too_many_messages(len(stored)):
             return True
-        deferred = self.deferred_counter()
-        if not deferred.loaded:
-            # should_compact grows with the tokens: no at the ceiling is no at the exact count.
-            ceiling = deferred.ceiling(stored) + byte_bound(summary or "")
-            if not self.compactor.should_compact(len(stored), ceiling, window):
-                return False
+        # should_compact grows with the tokens: no at the ceiling is no at the exact count.
+        ceiling = self.deferred_counter().ceiling(stored) + byte_bound(summary or "")
+        if not self.compactor.should_compact(len(stored), ceiling, window):
+            return False
         counter = await self.counter()
         tokens = counter.count(stored) + (counter.count_text(summary) if summary else 0)
         return self.compactor.should_compact(len(stored), tokens, window)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent_core.bootstrap import Workspaces
 from agent_core.compaction import SUMMARY_PREFIX
 from agent_core.context_budget import ContextBudget
@@ -86,6 +88,24 @@ class TestFit:
         assert result.messages == messages and result.messages is not messages
         assert result.tokens is None
         assert not (result.compacted or result.exceeded)
+
+    async def test_a_loaded_encoding_still_lets_the_ceiling_decide(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A usage limit loads the encoding; a request far below every threshold must still
+        pass on the ceiling alone, not be counted message by message on every call."""
+        budget, _ = make_budget(tmp_path, ScriptedProvider())
+        counter = await budget.counter()
+        assert counter.loaded
+
+        def counted(text: str) -> int:
+            raise AssertionError(f"counted exactly: {text[:40]!r}")
+
+        monkeypatch.setattr(counter, "count_text", counted)
+        messages = conversation(2)
+        result = await budget.fit(messages, allow_compaction=True)
+        assert result.messages == messages and result.tokens is None
+        assert not await budget._should_compact(messages, "an earlier summary")
 
     async def test_over_budget_without_compaction_is_exceeded(self, tmp_path: Path) -> None:
         provider = ScriptedProvider(reply("unused"))
