@@ -75,6 +75,15 @@ def _load(path: Path | None) -> Config:
 
 
 def _serve(config: Config) -> int:
+    try:
+        return _serve_on_loop(config)
+    except KeyboardInterrupt:
+        # Ctrl-C drained and closed like SIGTERM; uvicorn then re-raises the SIGINT it caught,
+        # which would end in a traceback: end as a shell expects a Ctrl-C to end instead.
+        return 130
+
+
+def _serve_on_loop(config: Config) -> int:
     choice = config.server.event_loop
     if choice != "asyncio":
         try:

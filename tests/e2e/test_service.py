@@ -145,6 +145,17 @@ class TestServeStartup:
         assert proc.returncode in (0, -signal.SIGTERM)
         assert "loopgate.stopped" in err.decode()
 
+    async def test_ctrl_c_drains_closes_and_exits_130_without_a_traceback(
+        self, tmp_path: Path
+    ) -> None:
+        proc, _ = await start_server(tmp_path)
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+        text = err.decode()
+        assert proc.returncode == 130, text[-2000:]  # the shell's status for Ctrl-C
+        assert "loopgate.stopped" in text
+        assert "Traceback" not in text and "KeyboardInterrupt" not in text
+
 
 class TestInteractiveChat:
     async def test_piped_conversation_is_answered_before_exit(self, tmp_path: Path) -> None:
