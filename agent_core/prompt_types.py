@@ -2,9 +2,8 @@
 
 :class:`agent_core.prompt.PromptContext` satisfies it structurally. Sections defined outside
 ``agent_core.prompt`` (``agent_core.mcp.prompt``, ``agent_core.orchestration.prompt``,
-``agent_core.self_evolution``) depend on this
-instead of on the prompt builder that imports them, so the builder stays the only module that
-knows them all.
+``agent_core.self_evolution``) depend on this instead of on the prompt builder that imports
+them, so the builder stays the only module that knows them all.
 """
 
 from __future__ import annotations
