@@ -187,3 +187,20 @@ def test_a_start_imports_neither_rich_nor_pygments(tmp_path: Path) -> None:
     )
     assert {"structlog", "httpx", "telegram"} <= modules
     assert not modules & {"rich", "pygments"}
+
+
+def test_the_cluster_imports_redis_without_opentelemetry_metrics(tmp_path: Path) -> None:
+    # redis-py 8 imports OpenTelemetry's metrics SDK whenever it is installed, for metrics of
+    # its own that Loopgate never turns on: ~2 MiB in every clustered process
+    # (bot/cluster/_redis.py). Hidden only for that import: OTLP tracing still loads later.
+    modules = _imported_after(
+        """
+        from bot.cluster.connection import RedisLink
+        import redis.asyncio
+        import opentelemetry.sdk.trace  # still importable afterwards
+        """,
+        tmp_path,
+        modules=True,
+    )
+    assert "redis.asyncio" in modules and "opentelemetry.sdk.trace" in modules
+    assert "opentelemetry.sdk.metrics" not in modules

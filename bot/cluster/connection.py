@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 import structlog
-from redis.asyncio import Redis
-from redis.asyncio.client import PubSub
+
+from bot.cluster._redis import PubSub, Redis
 
 log = structlog.get_logger(__name__)
 
