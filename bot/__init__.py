@@ -23,13 +23,21 @@ def _import_without_terminal_pretties() -> None:
     already loaded."""
     if any(name in sys.modules for name in (*_HIDDEN, *_IMPORTED_WITHOUT_THEM)):
         return
-    for name in _HIDDEN:
+    import_hiding(_IMPORTED_WITHOUT_THEM, _HIDDEN)
+
+
+def import_hiding(modules: tuple[str, ...], hidden: tuple[str, ...]) -> None:
+    """Import ``modules`` with the not-yet-loaded ones of ``hidden`` blocked (their import
+    raises ImportError), then visible again: for libraries that load optional extras we never
+    use. Shared with ``bot/cluster/_redis.py``."""
+    blocked = [name for name in hidden if name not in sys.modules]
+    for name in blocked:
         sys.modules[name] = None  # type: ignore[assignment]
     try:
-        for name in _IMPORTED_WITHOUT_THEM:
+        for name in modules:
             importlib.import_module(name)
     finally:
-        for name in _HIDDEN:
+        for name in blocked:
             del sys.modules[name]
 
 

@@ -9,28 +9,14 @@ an import raise ImportError), then visible again, as ``bot/__init__.py`` does wi
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-_HIDDEN = ("opentelemetry.metrics", "opentelemetry.sdk.metrics")
+from bot import import_hiding
 
+if "redis" not in sys.modules:
+    import_hiding(("redis.asyncio",), ("opentelemetry.metrics", "opentelemetry.sdk.metrics"))
 
-def _import_without_metrics() -> None:
-    if "redis" in sys.modules:
-        return
-    hidden = [name for name in _HIDDEN if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]
-    try:
-        importlib.import_module("redis.asyncio")
-    finally:
-        for name in hidden:
-            del sys.modules[name]
-
-
-_import_without_metrics()
-
-from redis.asyncio import Redis  # noqa: E402
-from redis.asyncio.client import PubSub  # noqa: E402
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
 
 __all__ = ["PubSub", "Redis"]
