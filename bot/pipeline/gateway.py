@@ -208,15 +208,15 @@ class Gateway:
         if not await self._within_rate_limit(msg, channel):
             return None
         job = self._job(msg, agent_id, key)
+        if handing_over:
+            await self._store_for_next_process(job, msg)
+            return None
         shared = (
             self.work is not None
             and self.inbox is not None
             and msg.chat.channel not in self.local_channels
             and not self.work.keeps(key)
         )
-        if handing_over:
-            await self._store_for_next_process(job, msg)
-            return None
         if self.inbox is None:
             if not await first_delivery(self.dedupe, msg.dedupe_key):
                 return None
