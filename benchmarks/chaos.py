@@ -54,6 +54,10 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.zalo_server import FakeZalo, text_event
 
 PLATFORMS = ("telegram", "slack", "zalo")
+SEND_TO_KILL = 5.0
+"""A Telegram double is the documented window (a kill between a chunk's send and its record)
+when the process that sent its first copy was SIGKILLed at most this long after the send: the
+window is one HTTP response plus one database write, stretched on a loaded machine."""
 SLACK_ACK_TIMEOUT = 3.0  # Slack retries an event not acknowledged within 3 s
 SLACK_RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds before each redelivery of an unacknowledged event (Slack itself retries three times
@@ -84,6 +88,13 @@ class Sent:
     answered_at: float | None = None
 
 
+@dataclass(frozen=True)
+class Kill:
+    at: float
+    ports: frozenset[int]
+    """The local ports of the victim's connections to the fake Telegram just before the kill."""
+
+
 @dataclass
 class Chaos:
     cluster: ServeCluster
@@ -93,6 +104,7 @@ class Chaos:
     rng: random.Random
     sent: list[Sent] = field(default_factory=list)
     kills: int = 0
+    kill_log: list[Kill] = field(default_factory=list)
     restarts: list[asyncio.Task[None]] = field(default_factory=list)
     slack_deliveries: int = 0
     slack_retries: int = 0
@@ -161,7 +173,9 @@ class Chaos:
             await asyncio.sleep(0.1)
         victim = self.rng.choice(up)
         self.restarting.add(victim.index)
+        ports = frozenset(victim.local_ports(self.tg.port))
         await victim.kill()
+        self.kill_log.append(Kill(time.monotonic(), ports))
         self.kills += 1
         self.restarts.append(asyncio.create_task(self._restart(victim)))
 
@@ -193,6 +207,34 @@ class Chaos:
         for message in self.sent:
             if message.answered_at is None and shown[f"echo: {message.text}"]:
                 message.answered_at = now
+
+    def telegram_doubles_in_window(self, answer: str) -> bool:
+        """Whether every copy of a doubled Telegram answer but the last was sent by a process
+        SIGKILLed within :data:`SEND_TO_KILL` seconds after: Telegram can't be asked whether a
+        chunk went out, so a kill between its send and its record resends it on replay."""
+        made: list[tuple[float, int | None]] = []  # per visible copy: its last call, its caller
+        for (_, message_id), message in self.tg.messages.items():
+            if message.deleted or message.text != answer:
+                continue
+            calls = [
+                c
+                for c in self.tg.calls
+                if (c.method == "sendMessage" and c.params.get("_message_id") == message_id)
+                or (
+                    c.method == "editMessageText"
+                    and str(c.params.get("message_id")) == str(message_id)
+                )
+            ]
+            last = max(calls, key=lambda c: c.at)
+            made.append((last.at, last.client_port))
+        made.sort(key=lambda copy: copy[0])
+        return all(
+            any(
+                port is not None and port in kill.ports and at <= kill.at <= at + SEND_TO_KILL
+                for kill in self.kill_log
+            )
+            for at, port in made[:-1]
+        )
 
     async def watch(self) -> None:
         while True:
@@ -238,6 +280,7 @@ def report(chaos: Chaos, elapsed: float) -> dict[str, Any]:
     for platform in PLATFORMS:
         mine = [m for m in chaos.sent if m.platform == platform]
         counts = [shown[f"echo: {m.text}"] for m in mine]
+        doubles = [m.text for m, c in zip(mine, counts, strict=True) if c >= 2]
         waits = [m.answered_at - m.at for m in mine if m.answered_at is not None]
         result[platform] = {
             "sent": len(mine),
@@ -245,13 +288,18 @@ def report(chaos: Chaos, elapsed: float) -> dict[str, Any]:
             "doubled": sum(c >= 2 for c in counts),
             "lost": sum(c == 0 for c in counts),
             "lost_examples": [m.text for m, c in zip(mine, counts, strict=True) if c == 0][:5],
-            "doubled_examples": [m.text for m, c in zip(mine, counts, strict=True) if c >= 2][:5],
+            "doubled_examples": doubles[:5],
+            "most_copies": max(counts, default=0),
             "answer_s": {
                 "p50": percentile(waits, 0.50),
                 "p95": percentile(waits, 0.95),
                 "max": percentile(waits, 1.0),
             },
         }
+        if platform == "telegram":
+            result[platform]["doubled_after_kill"] = sum(
+                chaos.telegram_doubles_in_window(f"echo: {body}") for body in doubles
+            )
     return result
 
 

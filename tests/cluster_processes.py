@@ -203,6 +203,28 @@ class ServeProcess:
         body: dict[str, Any] = response.json()
         return body
 
+    def local_ports(self, remote_port: int) -> set[int]:
+        """The local TCP ports of its connections to ``remote_port`` on this host (Linux
+        ``/proc``): which of a fake server's callers it is. Empty where ``/proc`` can't tell."""
+        inodes: set[str] = set()
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{self.pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        inodes.add(target[len("socket:[") : -1])
+        ports: set[int] = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with contextlib.suppress(OSError), open(table) as rows:
+                next(rows, None)  # the header
+                for row in rows:
+                    fields = row.split()
+                    if len(fields) > 9 and fields[9] in inodes:
+                        local, remote = (int(a.rsplit(":", 1)[1], 16) for a in fields[1:3])
+                        if remote == remote_port:
+                            ports.add(local)
+        return ports
+
     def signal(self, sig: signal.Signals) -> None:
         assert self.proc is not None and self.proc.returncode is None, "not running"
         self.proc.send_signal(sig)

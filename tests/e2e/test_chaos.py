@@ -2,7 +2,9 @@
 
 Three ``loopgate serve`` processes on Postgres and Redis, the default configuration with
 streaming on, messages over the fake Telegram, Slack and Zalo while random processes are killed
-and started again. Every Telegram and Slack message must be answered exactly once. Zalo's
+and started again. Every Slack message must be answered exactly once. Every Telegram message
+must be answered once, or twice where the process that sent it was killed between the send and
+its record (Telegram can't be asked whether it went out; ``docs/deploys.md``). Zalo's
 ``getUpdates`` consumes what it returns, so a message fetched by a process killed before it
 stored it can't come back: Zalo may lose, but never double.
 """
@@ -23,7 +25,9 @@ from tests.service_support import clean_env
 pytestmark = [needs_postgres, needs_redis]
 
 
-async def test_killed_processes_lose_and_double_nothing(tmp_path: Path) -> None:
+async def test_killed_processes_lose_nothing_and_double_only_in_the_send_window(
+    tmp_path: Path,
+) -> None:
     seed = random.randrange(1 << 30)
     out = tmp_path / "chaos.json"
     env = clean_env(tmp_path)
@@ -41,8 +45,16 @@ async def test_killed_processes_lose_and_double_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 0, tail
     result = json.loads(out.read_text())
     assert result["kills"] == 15, tail
-    for platform in ("telegram", "slack"):
-        row = result[platform]
-        assert (row["lost"], row["doubled"]) == (0, 0), (platform, row, f"seed {seed}")
-        assert row["exactly_once"] == row["sent"] == 50
+    slack, telegram = result["slack"], result["telegram"]
+    assert (slack["lost"], slack["doubled"]) == (0, 0), (slack, f"seed {seed}")
+    assert slack["exactly_once"] == slack["sent"] == 50
+    # Telegram can't be asked whether a chunk went out: a kill between its send and its record
+    # resends it on replay (docs/deploys.md). Such a double is allowed, once, and only when the
+    # process that sent the first copy was killed within seconds of sending it.
+    assert telegram["lost"] == 0, (telegram, f"seed {seed}")
+    assert telegram["doubled"] == telegram["doubled_after_kill"], (telegram, f"seed {seed}")
+    assert telegram["most_copies"] == 1 or (
+        telegram["most_copies"] == 2 and telegram["doubled"] <= 2
+    ), (telegram, f"seed {seed}")
+    assert telegram["exactly_once"] + telegram["doubled"] == telegram["sent"] == 50
     assert result["zalo"]["doubled"] == 0, result["zalo"]

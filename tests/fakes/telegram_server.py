@@ -85,6 +85,8 @@ class Call:
     method: str
     params: dict[str, Any]
     at: float = field(default_factory=time.monotonic)
+    client_port: int | None = None
+    """The caller's TCP port: which process made the call (``benchmarks/chaos.py``)."""
 
 
 @dataclass
@@ -418,7 +420,7 @@ class FakeTelegram(FakeServer):
             params = await _decode_multipart(request)
         else:
             params = _decode(body, content_type)
-        call = Call(method, params)
+        call = Call(method, params, client_port=request.client.port if request.client else None)
         if self._take_hold(method):
             self.held.append(call)
             released = self._released

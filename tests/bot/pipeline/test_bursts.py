@@ -74,16 +74,17 @@ class TestDebounce:
         self, tmp_path: Path, llm: FakeLLM
     ) -> None:
         llm.script(text("One answer for all three."))
-        async with started(tmp_path, llm, debounce_ms=500) as app:
+        async with started(tmp_path, llm, debounce_ms=2_000) as app:
             dm = dm_of(app)
-            # Each message restarts the window: the burst spans more than 500 ms in all.
-            # Kept sleeps: the test times the burst itself (gaps shorter than the window).
+            # Each message restarts the window: the burst spans more than the 2 s window in all.
+            # Kept sleeps: the test times the burst itself. Each gap is well under the window so
+            # that a loaded machine (a slow store, a late wake-up) can't end the window early.
             one = await send(dm, "one", message_id="m-1")
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.8)
             two = await send(dm, "two", message_id="m-2")
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.8)
             three = await send(dm, "three", message_id="m-3")
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.8)
             assert llm.chat_requests == []  # still waiting for the quiet window
             assert app.gateway.scheduler.lanes == 0
             first, second, last = await results(one, two, three)
