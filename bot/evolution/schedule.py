@@ -1,20 +1,23 @@
-"""Running the evolution cycle on ``evolution.schedule`` with APScheduler 3.
+"""Running the evolution cycle on ``evolution.schedule``.
 
-APScheduler is imported when the schedule starts, not with this module, so ``loopgate --help``
-and the other commands don't pay for it. The scheduler job only starts a task of our own
-(one at a time: a cycle still running when the next is due is skipped, logged), so shutting
-down cancels and awaits exactly that task and leaves nothing behind.
+One asyncio task waits for the next due time and starts the cycle as a task of its own (one at
+a time: a cycle still running when the next is due is skipped, logged), so shutting down
+cancels and awaits exactly those two tasks. A cron expression is croniter's, in UTC, with
+crontab's meaning (Sunday is 0 or 7), as for the ``cron`` tool's jobs; an interval counts from
+when the schedule started.
+
+The wait is checked against the wall clock at least every minute: asyncio's clock stops while
+the machine is suspended, the wall clock does not. Occurrences missed meanwhile become one run
+when the latest of them is at most :data:`MISFIRE_GRACE` late, none when older (logged).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import re
+import math
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from datetime import UTC
-from typing import Any
+from datetime import UTC, datetime, timedelta
 
 import structlog
 from pydantic import TypeAdapter
@@ -24,41 +27,27 @@ from bot.config.evolution import schedule_kind
 
 log = structlog.get_logger(__name__)
 
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+MISFIRE_GRACE = 3600.0
+"""How late (seconds) a due cycle may still start, e.g. after a suspended laptop wakes."""
+RECHECK = 60.0
+"""The longest single wait before the wall clock is read again."""
 
 
-def cron_weekdays(field: str) -> str:
-    """A crontab weekday field with its numbers as names: APScheduler 3 reads 0 as Monday,
-    crontab (and operators) as Sunday; names mean the same to both. Steps stay numbers."""
-
-    def name(match: re.Match[str]) -> str:
-        return _WEEKDAYS[int(match[0]) % 7]
-
-    parts = []
-    for part in field.split(","):
-        base, slash, step = part.partition("/")
-        parts.append(re.sub(r"\d+", name, base) + slash + step)
-    return ",".join(parts)
-
-
-def build_trigger(schedule: str) -> Any:
-    """The APScheduler trigger of an ``evolution.schedule`` value (UTC)."""
-    from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
-    from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
-
+def next_fire(schedule: str, after: datetime, *, start: datetime | None = None) -> datetime:
+    """The first due time of ``schedule`` strictly after ``after`` (aware, UTC); an interval
+    is on the grid of ``start`` (default ``after``)."""
     kind, value = schedule_kind(schedule)
     if kind == "interval":
-        seconds = TypeAdapter(Duration).validate_python(value)
-        return IntervalTrigger(seconds=seconds, timezone=UTC)
-    minute, hour, day, month, weekday = value.split()
-    return CronTrigger(
-        minute=minute,
-        hour=hour,
-        day=day,
-        month=month,
-        day_of_week=cron_weekdays(weekday),
-        timezone=UTC,
-    )
+        step = TypeAdapter(Duration).validate_python(value)
+        origin = start or after
+        if after < origin:
+            return origin + timedelta(seconds=step)
+        steps = math.floor((after - origin).total_seconds() / step) + 1
+        return origin + timedelta(seconds=step * steps)
+    from croniter import croniter  # with the first cron schedule, not at import
+
+    fire: datetime = croniter(value, after.astimezone(UTC)).get_next(datetime)
+    return fire.astimezone(UTC)
 
 
 class CycleScheduler:
@@ -67,34 +56,35 @@ class CycleScheduler:
     def __init__(self, schedule: str, job: Callable[[], Awaitable[object]]) -> None:
         self.schedule = schedule
         self._job = job
-        self._scheduler: Any = None
+        self._waiting: asyncio.Task[None] | None = None
         self._running: asyncio.Task[None] | None = None
         self.fired = 0  # cycles started (tests, diagnostics)
 
     @property
     def started(self) -> bool:
-        return self._scheduler is not None
+        return self._waiting is not None
 
     def start(self) -> None:
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
+        begun = datetime.now(UTC)
+        due = next_fire(self.schedule, begun, start=begun)
+        self._waiting = asyncio.create_task(self._wait(begun, due), name="evolution.schedule")
+        log.info("evolution.scheduled", schedule=self.schedule, next_run=str(due))
 
-        # Its INFO lines ("Running job ...") would repeat our own evolution.cycle event.
-        logging.getLogger("apscheduler").setLevel(logging.WARNING)
-        scheduler = AsyncIOScheduler(timezone=UTC)
-        scheduler.add_job(
-            self._fire,
-            build_trigger(self.schedule),
-            id="evolution.cycle",
-            coalesce=True,  # missed runs (a suspended laptop) become one
-            max_instances=1,
-            misfire_grace_time=3600,
-        )
-        scheduler.start()
-        self._scheduler = scheduler
-        job = scheduler.get_job("evolution.cycle")
-        log.info("evolution.scheduled", schedule=self.schedule, next_run=str(job.next_run_time))
+    async def _wait(self, begun: datetime, due: datetime) -> None:
+        while True:
+            now = datetime.now(UTC)
+            wait = (due - now).total_seconds()
+            if wait > 0:
+                await asyncio.sleep(min(wait, RECHECK))
+                continue
+            if -wait <= MISFIRE_GRACE:
+                self._fire()
+            else:
+                log.warning("evolution.cycle_missed", due=str(due), late_s=round(-wait))
+            # From now, not from ``due``: the occurrences missed meanwhile are this one run.
+            due = next_fire(self.schedule, now, start=begun)
 
-    async def _fire(self) -> None:
+    def _fire(self) -> None:
         if self._running is not None and not self._running.done():
             log.warning("evolution.cycle_skipped", reason="the previous cycle is still running")
             return
@@ -108,13 +98,10 @@ class CycleScheduler:
             log.exception("evolution.cycle_failed")
 
     async def aclose(self) -> None:
-        scheduler, self._scheduler = self._scheduler, None
-        if scheduler is not None:
-            scheduler.shutdown(wait=False)
-            await asyncio.sleep(0)  # AsyncIOScheduler.shutdown runs via call_soon
-        task, self._running = self._running, None
-        if task is not None and not task.done():
-            task.cancel()
-        if task is not None:
-            with suppress(asyncio.CancelledError):
-                await task
+        for task in (self._waiting, self._running):
+            if task is not None and not task.done():
+                task.cancel()
+            if task is not None:
+                with suppress(asyncio.CancelledError):
+                    await task
+        self._waiting = self._running = None

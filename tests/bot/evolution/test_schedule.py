@@ -1,10 +1,10 @@
-"""The APScheduler schedule (fires cycles, stops cleanly), the
+"""The evolution schedule (due times, fires cycles, stops cleanly), the
 Loopgate app's ``evolution`` service, and prompt section 7 (Self-Evolution)."""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from agent_core.self_evolution import add_self_evolution_tools, self_evolution
 from bot.agents.settings import agent_settings
 from bot.app import Loopgate
 from bot.config import parse_config
-from bot.evolution.schedule import CycleScheduler, build_trigger, cron_weekdays
+from bot.evolution.schedule import MISFIRE_GRACE, CycleScheduler, next_fire
 from bot.evolution.service import EvolutionService
 from bot.storage import Database
 from tests.conftest import make_config
@@ -25,17 +25,28 @@ from tests.fakes.llm_server import FakeLLM
 from tests.waiting import wait_until
 
 
-class TestTriggers:
+class TestDueTimes:
+    THURSDAY = datetime(2026, 12, 3, tzinfo=UTC)
+
     def test_cron_weekdays_mean_what_crontab_means(self) -> None:
-        assert cron_weekdays("0") == "sun" and cron_weekdays("7") == "sun"
-        assert cron_weekdays("1-5") == "mon-fri"
-        assert cron_weekdays("0,6") == "sun,sat"
-        assert cron_weekdays("*/2") == "*/2" and cron_weekdays("1-5/2") == "mon-fri/2"
-        trigger = build_trigger("0 3 * * 0")
-        fire = trigger.get_next_fire_time(None, datetime(2026, 12, 3, tzinfo=UTC))  # a Thursday
-        assert fire == datetime(2026, 12, 6, 3, 0, tzinfo=UTC)  # Sunday 03:00 UTC
-        daily = build_trigger("daily").get_next_fire_time(None, datetime(2026, 12, 3, tzinfo=UTC))
-        assert daily == datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+        sunday = datetime(2026, 12, 6, 3, 0, tzinfo=UTC)
+        assert next_fire("0 3 * * 0", self.THURSDAY) == sunday
+        assert next_fire("0 3 * * 7", self.THURSDAY) == sunday
+        assert next_fire("0 3 * * 1-5", self.THURSDAY) == datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+        assert next_fire("0 3 * * 6", self.THURSDAY) == datetime(2026, 12, 5, 3, 0, tzinfo=UTC)
+
+    def test_named_schedules_and_strictly_after(self) -> None:
+        assert next_fire("daily", self.THURSDAY) == datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+        at_three = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+        assert next_fire("daily", at_three) == datetime(2026, 12, 4, 3, 0, tzinfo=UTC)
+        assert next_fire("hourly", at_three) == datetime(2026, 12, 3, 4, 0, tzinfo=UTC)
+
+    def test_an_interval_stays_on_the_grid_of_its_start(self) -> None:
+        start = self.THURSDAY
+        assert next_fire("6h", start, start=start) == datetime(2026, 12, 3, 6, tzinfo=UTC)
+        late = datetime(2026, 12, 3, 13, 30, tzinfo=UTC)  # missed 06:00 and 12:00
+        assert next_fire("6h", late, start=start) == datetime(2026, 12, 3, 18, tzinfo=UTC)
+        assert next_fire("6h", late) == datetime(2026, 12, 3, 19, 30, tzinfo=UTC)
 
 
 class TestScheduler:
@@ -90,6 +101,42 @@ class TestScheduler:
         assert any(e["event"] == "evolution.cycle_skipped" for e in logs)
         await scheduler.aclose()  # cancels the running cycle and waits for it
         assert cancelled
+
+    async def test_a_cycle_missed_by_more_than_the_grace_is_skipped(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A machine suspended past a due time: the wall clock jumps, asyncio's does not."""
+        from structlog.testing import capture_logs
+
+        import bot.evolution.schedule as schedule
+
+        now = [datetime(2026, 12, 3, 2, 59, 59, tzinfo=UTC)]
+
+        class Clock(datetime):
+            @classmethod
+            def now(cls, tz: object = None) -> datetime:  # type: ignore[override]
+                return now[0]
+
+        monkeypatch.setattr(schedule, "datetime", Clock)
+        monkeypatch.setattr(schedule, "RECHECK", 0.01)
+        runs = 0
+
+        async def cycle() -> None:
+            nonlocal runs
+            runs += 1
+
+        scheduler = CycleScheduler("daily", cycle)
+        with capture_logs() as logs:
+            scheduler.start()
+            # Woken 2 h after 03:00: too late for that cycle; the next is tomorrow's.
+            now[0] = datetime(2026, 12, 3, 3, 0, tzinfo=UTC) + timedelta(seconds=MISFIRE_GRACE * 2)
+            await wait_until(lambda: any(e["event"] == "evolution.cycle_missed" for e in logs), 5)
+            assert runs == 0 and scheduler.fired == 0
+            # Woken 30 min after the next one: within the grace, it runs, once.
+            now[0] = datetime(2026, 12, 4, 3, 30, tzinfo=UTC)
+            await wait_until(lambda: runs == 1, 5)
+        await scheduler.aclose()
+        assert scheduler.fired == 1 and not scheduler.started
 
     async def test_disabled_means_no_schedule(self, db: Database, tmp_path: Path) -> None:
         config = evolution_config(tmp_path)
