@@ -204,3 +204,26 @@ def test_the_cluster_imports_redis_without_opentelemetry_metrics(tmp_path: Path)
     )
     assert "redis.asyncio" in modules and "opentelemetry.sdk.trace" in modules
     assert "opentelemetry.sdk.metrics" not in modules
+
+
+def test_a_server_imports_uvicorn_without_watchfiles_nor_websockets(tmp_path: Path) -> None:
+    # uvicorn imports watchfiles for a reloader Loopgate never runs (~1.4 MiB), and its
+    # websocket protocol as it loads its config (~3 MiB); here that protocol is imported with the
+    # first upgrade to a websocket (bot/http/_uvicorn.py; tests/e2e/test_service.py chats over
+    # /ws through a served process).
+    modules = _imported_after(
+        """
+        from bot.app import Loopgate
+        from bot.config import Config
+        from bot.http._uvicorn import server_config
+        from bot.http.draining import DrainingServer
+        from bot.http.server import create_app
+
+        config = server_config(create_app(Loopgate(Config()), manage_lifespan=False), Config())
+        config.load()
+        assert callable(config.ws_protocol_class)
+        """,
+        tmp_path,
+    )
+    assert "uvicorn" in modules
+    assert not modules & {"watchfiles", "websockets", "wsproto"}

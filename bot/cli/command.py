@@ -111,9 +111,8 @@ def freeze_startup_objects() -> int:
 
 
 async def _serve_async(config: Config) -> int:
-    import uvicorn
-
     from bot.app import Loopgate
+    from bot.http._uvicorn import server_config
     from bot.http.draining import DrainingServer
     from bot.http.server import create_app
     from bot.storage import StorageError
@@ -132,16 +131,7 @@ async def _serve_async(config: Config) -> int:
     # code after serve() would never run on a PaaS stop.
     try:
         server = DrainingServer(
-            uvicorn.Config(
-                create_app(loopgate, started=True),
-                host=config.server.host,
-                port=config.server.port,
-                log_config=None,
-                proxy_headers=True,
-                forwarded_allow_ips=config.server.forwarded_allow_ips,
-                lifespan="on",
-                ws_max_size=config.server.max_ws_message_bytes,
-            ),
+            server_config(create_app(loopgate, started=True), config),
             loopgate,
         )
         print(

@@ -16,9 +16,9 @@ import socket
 from types import FrameType
 
 import structlog
-import uvicorn
 
 from bot.app import Loopgate
+from bot.http._uvicorn import uvicorn
 
 log = structlog.get_logger(__name__)
 

@@ -41,6 +41,19 @@ class TestDueTimes:
         assert next_fire("daily", at_three) == datetime(2026, 12, 4, 3, 0, tzinfo=UTC)
         assert next_fire("hourly", at_three) == datetime(2026, 12, 3, 4, 0, tzinfo=UTC)
 
+    def test_named_schedules_fire_when_their_cron_expressions_do(self) -> None:
+        # "daily" and "hourly" are worked out without croniter: the same instants as theirs.
+        from croniter import croniter
+
+        from bot.config.evolution import NAMED_SCHEDULES
+
+        instants = [self.THURSDAY + timedelta(minutes=m) for m in range(0, 3 * 1440, 37)]
+        instants += [datetime(2027, 3, 28, 2, 59, 59, 999_999, tzinfo=UTC)]
+        for name, expression in NAMED_SCHEDULES.items():
+            for at in instants:
+                expected = croniter(expression, at).get_next(datetime)
+                assert next_fire(name, at) == expected, (name, at)
+
     def test_an_interval_stays_on_the_grid_of_its_start(self) -> None:
         start = self.THURSDAY
         assert next_fire("6h", start, start=start) == datetime(2026, 12, 3, 6, tzinfo=UTC)
