@@ -84,7 +84,7 @@ class Transcriber:
         # A session per call: voice messages are rare next to chat calls, and a session held
         # for them would need its own closing in the service's shutdown.
         with translate_errors(self.name, self._redact):
-            async with new_session(*self._timeouts, env_proxy(self.url)) as session:
+            async with new_session(self.url, *self._timeouts, env_proxy(self.url)) as session:
                 request = session.post(self.url, data=form, headers=headers, allow_redirects=False)
                 async with request as resp:
                     text = decode_text(await resp.read(), resp.charset)

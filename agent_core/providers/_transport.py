@@ -51,13 +51,21 @@ def env_proxy(url: str) -> str | None:
     return proxies.get(parts.scheme) or proxies.get("all")
 
 
-def new_session(timeout: float, connect_timeout: float, proxy: str | None) -> aiohttp.ClientSession:
-    """A session for one provider; call it inside the running loop (aiohttp binds to it).
+def new_session(
+    url: str, timeout: float, connect_timeout: float, proxy: str | None
+) -> aiohttp.ClientSession:
+    """A session for one provider at ``url``; call it inside the running loop (aiohttp binds
+    to it).
 
     The timeouts mean what ``httpx.Timeout(timeout, connect=connect_timeout)`` meant:
     ``timeout`` bounds each wait for data (and for a pooled connection), ``connect_timeout``
-    opening a connection; a long answer is fine while it flows, so there is no total."""
+    opening a connection; a long answer is fine while it flows, so there is no total.
+    Certificates are certifi's where TLS is expected (an ``https`` URL or proxy); a plain
+    ``http`` endpoint (a local model server) skips loading that bundle (~1 MiB resident) and
+    would verify an unexpected redirect to ``https`` with aiohttp's default context."""
     import aiohttp
+
+    tls = url.startswith("https:") or (proxy or "").startswith("https:")
 
     client_timeout = aiohttp.ClientTimeout(
         total=None,
@@ -66,7 +74,9 @@ def new_session(timeout: float, connect_timeout: float, proxy: str | None) -> ai
         sock_read=timeout,
     )
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(ssl=_ssl_context()), timeout=client_timeout, proxy=proxy
+        connector=aiohttp.TCPConnector(ssl=_ssl_context() if tls else True),
+        timeout=client_timeout,
+        proxy=proxy,
     )
 
 
@@ -121,7 +131,7 @@ class JsonEndpoint:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = new_session(*self._timeouts, self._proxy)
+            self._session = new_session(self.url, *self._timeouts, self._proxy)
         return self._session
 
     async def aclose(self) -> None:

@@ -10,10 +10,13 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
 import pytest
+import trustme
 from multidict import CIMultiDict, CIMultiDictProxy
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -199,6 +202,49 @@ def test_certificates_come_from_ssl_cert_file(monkeypatch: pytest.MonkeyPatch) -
             _transport._ssl_context()
         monkeypatch.delenv("SSL_CERT_FILE")
         assert _transport._ssl_context().cert_store_stats()["x509_ca"] > 0  # certifi's
+    finally:
+        _transport._ssl_context.cache_clear()
+
+
+class TlsApi(FakeApi):
+    """:class:`FakeApi` over HTTPS, with a certificate of a test CA."""
+
+    def __init__(self, certfile: str) -> None:
+        super().__init__()
+        self.certfile = certfile
+
+    def server_options(self) -> dict[str, Any]:
+        return {"ssl_certfile": self.certfile, "ssl_keyfile": self.certfile}
+
+    @property
+    def base_url(self) -> str:
+        return f"https://localhost:{self.port}"
+
+
+async def test_https_verifies_with_the_configured_bundle_and_http_loads_none(
+    api: FakeApi, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    _transport._ssl_context.cache_clear()
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+        # A plain-HTTP model server (a local one) never builds the certificate context.
+        plain = JsonEndpoint(f"{api.base_url}/v1", {}, StatusFailure, timeout=5, connect_timeout=5)
+        try:
+            assert await plain.post_json({}) == '{"ok":true}'
+        finally:
+            await plain.aclose()
+        assert _transport._ssl_context.cache_info().currsize == 0
+        with ca.issue_cert("localhost").private_key_and_cert_chain_pem.tempfile() as both:
+            async with TlsApi(both) as tls:
+                secure = JsonEndpoint(f"{tls.base_url}/v1", {}, StatusFailure, timeout=5,
+                                      connect_timeout=5)  # fmt: skip
+                try:  # trusted only through SSL_CERT_FILE: the test CA is in no other store
+                    assert await secure.post_json({}) == '{"ok":true}'
+                finally:
+                    await secure.aclose()
+        assert _transport._ssl_context.cache_info().currsize == 1
     finally:
         _transport._ssl_context.cache_clear()
 
