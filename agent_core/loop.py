@@ -324,9 +324,8 @@ class Loop:
         self, state: RunState, iteration: int, provider: Provider, model_request: ModelRequest
     ) -> ModelResponse:
         request = state.request
-        counter = self.context.counter
         ticket = await reserve_call(
-            self.meter, state, iteration, provider.name, model_request, counter
+            self.meter, state, iteration, provider.name, model_request, self.context
         )
         span = state.trace.start_span(
             SpanKind.LLM,

@@ -6,7 +6,9 @@ the loop talks to a :class:`UsageMeter` around every model call:
 1. :meth:`UsageMeter.reserve` before the call, with an estimate of what it may use (the
    request's counted input tokens plus its ``max_tokens``), which concurrent runs see, so
    that together they can't overshoot a limit; it raises :class:`UsageLimitReached` to refuse
-   the call, and the run stops there (no call is made);
+   the call, and the run stops there (no call is made). The input comes as a ceiling counted
+   without the tokenizer, with a way to count it exactly (:attr:`LlmCall.exact_input`) for
+   the checks the ceiling could decide differently;
 2. :meth:`UsageMeter.settle` after it, with the usage the provider reported (``None`` when the
    call failed: the reservation is only released), returning the call's :class:`Charge`,
    which goes on the call's span.
@@ -14,7 +16,8 @@ the loop talks to a :class:`UsageMeter` around every model call:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -49,10 +52,15 @@ class LlmCall:
     model: str
     iteration: int
     input_tokens: int = 0
-    """Counted input tokens of the request (0 when the meter needs no estimate)."""
+    """Counted input tokens of the request (0 when the meter needs no estimate); a ceiling of
+    them when :attr:`exact_input` is set."""
     max_output_tokens: int = DEFAULT_OUTPUT_ESTIMATE
     first_of_run: bool = False
     """The run's first call: the run is counted once, with it."""
+    exact_input: Callable[[], Awaitable[int]] | None = field(default=None, compare=False)
+    """Set when :attr:`input_tokens` is a ceiling, a bound counted without the tokenizer
+    (``agent_core/tokens.py``): counts the input exactly, loading the tokenizer. A meter calls
+    it only when the ceiling could change its decision (near a limit)."""
 
     @property
     def estimated_tokens(self) -> int:

@@ -209,13 +209,13 @@ def test_the_cluster_imports_redis_without_opentelemetry_metrics(tmp_path: Path)
 def test_a_server_imports_uvicorn_without_watchfiles_nor_websockets(tmp_path: Path) -> None:
     # uvicorn imports watchfiles for a reloader Loopgate never runs (~1.4 MiB), and its
     # websocket protocol as it loads its config (~3 MiB); here that protocol is imported with the
-    # first upgrade to a websocket (bot/http/_uvicorn.py; tests/e2e/test_service.py chats over
+    # first upgrade to a websocket (bot/http/uvicorn_config.py; tests/e2e/test_service.py chats over
     # /ws through a served process).
     modules = _imported_after(
         """
         from bot.app import Loopgate
         from bot.config import Config
-        from bot.http._uvicorn import server_config
+        from bot.http.uvicorn_config import server_config
         from bot.http.draining import DrainingServer
         from bot.http.server import create_app
 

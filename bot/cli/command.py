@@ -112,9 +112,9 @@ def freeze_startup_objects() -> int:
 
 async def _serve_async(config: Config) -> int:
     from bot.app import Loopgate
-    from bot.http._uvicorn import server_config
     from bot.http.draining import DrainingServer
     from bot.http.server import create_app
+    from bot.http.uvicorn_config import server_config
     from bot.storage import StorageError
     from channels import ChannelError
 

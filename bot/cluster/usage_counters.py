@@ -5,9 +5,11 @@ across processes by Lua scripts: a call's admission checks and reserves in all o
 one step, so two processes can't both take the last of a budget.
 
 Keys: ``<prefix>:usage:<scope key>`` with fields ``ut`` and ``uu`` (tokens and USD used),
-``rt`` and ``ru`` (reserved by calls in flight), ``n`` (how many); they expire a day after their
-period ends. A missing key is seeded from the shared database's hourly rollup first (only if
-still missing, so a peer's counts are never overwritten). When Redis can't be reached the call
+``rt`` and ``ru`` (reserved by calls in flight), ``n`` (how many), ``c`` (how many of those
+reserved a ceiling) and ``x`` (1: the scope counts exactly, its ceilings are answered
+``recount``); they expire a day after their period ends. A missing key is seeded from the
+shared database's hourly rollup first (only if still missing, so a peer's counts are never
+overwritten). When Redis can't be reached the call
 is let through and ``usage.counters_unavailable`` is logged: a budget check must not take the
 service down with Redis. A process killed during a call leaves its reservation held until the
 period ends (limits are then reached a little early, never late).
@@ -21,7 +23,7 @@ import structlog
 
 from bot.cluster.connection import RedisLink
 from bot.usage import Refusal, Scope
-from bot.usage.counters import Seed
+from bot.usage.counters import Recount, Seed
 
 log = structlog.get_logger(__name__)
 
@@ -38,20 +40,35 @@ return 1
 _ADMIT = """
 local est_t = tonumber(ARGV[1])
 local est_u = tonumber(ARGV[2])
+local ceiling = ARGV[3] == '1'
 for i = 1, #KEYS do
-  local tl = tonumber(ARGV[2 * i + 1])
-  local ul = tonumber(ARGV[2 * i + 2])
-  local v = redis.call('HMGET', KEYS[i], 'ut', 'uu', 'rt', 'ru', 'n')
+  local tl = tonumber(ARGV[2 * i + 2])
+  local ul = tonumber(ARGV[2 * i + 3])
+  local v = redis.call('HMGET', KEYS[i], 'ut', 'uu', 'rt', 'ru', 'n', 'x')
   if not v[1] then return 'missing:' .. i end
+  if ceiling and v[6] == '1' then return 'recount:' .. i end
   local ut, uu = tonumber(v[1]), tonumber(v[2])
   local rt, ru, n = tonumber(v[3] or 0), tonumber(v[4] or 0), tonumber(v[5] or 0)
-  if tl > 0 and (ut >= tl or (n > 0 and ut + rt + est_t > tl)) then return 'tokens:' .. i end
-  if ul > 0 and (uu >= ul or (n > 0 and uu + ru + est_u > ul)) then return 'usd:' .. i end
+  local unit = nil
+  if tl > 0 and (ut >= tl or (n > 0 and ut + rt + est_t > tl)) then
+    unit = 'tokens'
+  elseif ul > 0 and (uu >= ul or (n > 0 and uu + ru + est_u > ul)) then
+    unit = 'usd'
+  end
+  if unit then
+    local reached = (tl > 0 and ut >= tl) or (ul > 0 and uu >= ul)
+    if ceiling and not reached then
+      redis.call('HSET', KEYS[i], 'x', 1)
+      return 'recount:' .. i
+    end
+    return unit .. ':' .. i
+  end
 end
 for i = 1, #KEYS do
   redis.call('HINCRBY', KEYS[i], 'rt', est_t)
   redis.call('HINCRBYFLOAT', KEYS[i], 'ru', est_u)
   redis.call('HINCRBY', KEYS[i], 'n', 1)
+  if ceiling then redis.call('HINCRBY', KEYS[i], 'c', 1) end
 end
 return 'ok'
 """
@@ -64,6 +81,18 @@ for i = 1, #KEYS do
     redis.call('HINCRBY', KEYS[i], 'n', -1)
     redis.call('HINCRBY', KEYS[i], 'ut', ARGV[3])
     redis.call('HINCRBYFLOAT', KEYS[i], 'uu', ARGV[4])
+    if ARGV[5] == '1' then redis.call('HINCRBY', KEYS[i], 'c', -1) end
+  end
+end
+return 1
+"""
+
+_ADJUST = """
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('HINCRBY', KEYS[i], 'rt', -tonumber(ARGV[1]))
+    redis.call('HINCRBYFLOAT', KEYS[i], 'ru', -tonumber(ARGV[2]))
+    redis.call('HINCRBY', KEYS[i], 'c', -1)
   end
 end
 return 1
@@ -80,7 +109,9 @@ class RedisUsageCounters:
     def _key(self, scope: Scope) -> str:
         return self.link.key("usage", scope.key)
 
-    async def admit(self, scopes: Sequence[Scope], tokens: int, usd: float) -> Refusal | None:
+    async def admit(
+        self, scopes: Sequence[Scope], tokens: int, usd: float, *, ceiling: bool = False
+    ) -> Refusal | Recount | None:
         keys = [self._key(scope) for scope in scopes]
         limits: list[str] = []
         for scope in scopes:
@@ -89,11 +120,14 @@ class RedisUsageCounters:
             for _ in range(3):  # a key that expired between seeding and admission is re-seeded
                 await self._seed_missing(scopes, keys)
                 answer = await self.link.client.eval(
-                    _ADMIT, len(keys), *keys, str(tokens), repr(float(usd)), *limits
-                )
+                    _ADMIT, len(keys), *keys, str(tokens), repr(float(usd)),
+                    "1" if ceiling else "0", *limits,
+                )  # fmt: skip
                 verdict, _, index = _text(answer).partition(":")
                 if verdict == "ok":
                     return None
+                if verdict == "recount":
+                    return Recount(scopes[int(index) - 1])
                 if verdict in ("tokens", "usd"):
                     return Refusal(
                         scopes[int(index) - 1], "tokens" if verdict == "tokens" else "usd"
@@ -104,19 +138,25 @@ class RedisUsageCounters:
         return None
 
     async def settle(
-        self, scopes: Sequence[Scope], reserved: tuple[int, float], used: tuple[int, float]
+        self,
+        scopes: Sequence[Scope],
+        reserved: tuple[int, float],
+        used: tuple[int, float],
+        *,
+        ceiling: bool = False,
     ) -> None:
+        await self._run(
+            _SETTLE, scopes, str(reserved[0]), repr(float(reserved[1])), str(used[0]),
+            repr(float(used[1])), "1" if ceiling else "0",
+        )  # fmt: skip
+
+    async def adjust(self, scopes: Sequence[Scope], released: tuple[int, float]) -> None:
+        await self._run(_ADJUST, scopes, str(released[0]), repr(float(released[1])))
+
+    async def _run(self, script: str, scopes: Sequence[Scope], *args: str) -> None:
         keys = [self._key(scope) for scope in scopes]
         try:
-            await self.link.client.eval(
-                _SETTLE,
-                len(keys),
-                *keys,
-                str(reserved[0]),
-                repr(float(reserved[1])),
-                str(used[0]),
-                repr(float(used[1])),
-            )
+            await self.link.client.eval(script, len(keys), *keys, *args)
         except Exception as exc:
             self.link.mark(False, exc)
             log.warning("usage.counters_unavailable", error=repr(exc))

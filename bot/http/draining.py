@@ -18,7 +18,7 @@ from types import FrameType
 import structlog
 
 from bot.app import Loopgate
-from bot.http._uvicorn import uvicorn
+from bot.http.uvicorn_config import uvicorn
 
 log = structlog.get_logger(__name__)
 

@@ -5,7 +5,7 @@ the hourly rollup (``bot/storage/usage.py``) and checked against the limits (``l
 ``counters``) before it is made.
 """
 
-from bot.usage.counters import BudgetCounters, LocalCounters, Refusal
+from bot.usage.counters import BudgetCounters, LocalCounters, Recount, Refusal
 from bot.usage.limits import Scope, scopes_of
 from bot.usage.meter import CallSink, CallUsage, Meter
 from bot.usage.pricing import Price, PriceBook
@@ -18,6 +18,7 @@ __all__ = [
     "Meter",
     "Price",
     "PriceBook",
+    "Recount",
     "Refusal",
     "Scope",
     "scopes_of",

@@ -14,6 +14,18 @@ what calls in flight hold:
   estimate alone (it may use far less than its ``max_tokens``): a limit is overshot by at most
   one call's real usage.
 
+**Ceilings.** An estimate's input usually comes as a *ceiling* (``admit(..., ceiling=True)``),
+counted without the tokenizer, which is never below the exact count. A ceiling that fits fits
+exactly too, and a limit already reached refuses whatever the estimates, so those decisions
+are the exact ones. A ceiling refused by the in-flight rule is not refused: :class:`Recount`
+answers instead, nothing is reserved, and the scope counts *exactly* from then on (every
+ceiling there is answered :class:`Recount`): the meter counts the call exactly, recounts its own
+ceilings held in those scopes (:meth:`BudgetCounters.adjust`), and asks again with
+``ceiling=False``. Near its limit a scope is thus decided as exact counting decides it. With
+several processes, a ceiling another process reserved there before the scope turned exact stays
+a ceiling until its call settles: a check meanwhile may refuse a call that exact counting
+would have admitted (never the other way round).
+
 :class:`LocalCounters` keeps them in this process (one process is the whole service); with
 ``redis.url`` the cluster's Redis counters are shared by every process
 (``bot/cluster/usage_counters.py``).
@@ -38,14 +50,33 @@ class Refusal:
     unit: Unit
 
 
+@dataclass(frozen=True, slots=True)
+class Recount:
+    """The ceiling could decide otherwise than exact counting: count exactly and ask again."""
+
+    scope: Scope
+
+
 class BudgetCounters(Protocol):
-    async def admit(self, scopes: Sequence[Scope], tokens: int, usd: float) -> Refusal | None:
-        """Reserve ``tokens`` and ``usd`` in every scope, or none and say which refuses."""
+    async def admit(
+        self, scopes: Sequence[Scope], tokens: int, usd: float, *, ceiling: bool = False
+    ) -> Refusal | Recount | None:
+        """Reserve ``tokens`` and ``usd`` in every scope, or none and say which refuses;
+        :class:`Recount` (only for a ``ceiling``) when exact counts must decide."""
 
     async def settle(
-        self, scopes: Sequence[Scope], reserved: tuple[int, float], used: tuple[int, float]
+        self,
+        scopes: Sequence[Scope],
+        reserved: tuple[int, float],
+        used: tuple[int, float],
+        *,
+        ceiling: bool = False,
     ) -> None:
-        """Release a call's reservation and count what it used."""
+        """Release a call's reservation (a ``ceiling`` one) and count what it used."""
+
+    async def adjust(self, scopes: Sequence[Scope], released: tuple[int, float]) -> None:
+        """A ceiling held in ``scopes`` was counted exactly: ``released`` (the ceiling minus
+        the exact estimate) goes back, and it is a ceiling no longer."""
 
 
 @dataclass(slots=True)
@@ -55,6 +86,19 @@ class _Counter:
     reserved_tokens: int = 0
     reserved_usd: float = 0.0
     in_flight: int = 0
+    ceilings: int = 0
+    """Calls in flight whose reservation is a ceiling."""
+    exact: bool = False
+    """Ceilings are answered :class:`Recount` (the scope came near its limit)."""
+
+
+def limit_reached(scope: Scope, used: tuple[int, float]) -> bool:
+    """Whether what calls recorded reached a limit of ``scope`` (refused whatever the
+    estimates)."""
+    return bool(
+        (scope.token_limit and used[0] >= scope.token_limit)
+        or (scope.usd_limit and used[1] >= scope.usd_limit)
+    )
 
 
 def refusal_unit(
@@ -87,7 +131,9 @@ class LocalCounters:
         """Seeds being read: concurrent first calls of a scope (an agent's budget, when many
         chats start at once) wait for the one read instead of each reading the rollup."""
 
-    async def admit(self, scopes: Sequence[Scope], tokens: int, usd: float) -> Refusal | None:
+    async def admit(
+        self, scopes: Sequence[Scope], tokens: int, usd: float, *, ceiling: bool = False
+    ) -> Refusal | Recount | None:
         for scope in scopes:
             if scope.key not in self._counters:
                 used_tokens, used_usd = await self._seeded(scope)
@@ -96,20 +142,23 @@ class LocalCounters:
         # From here on no await: checking and reserving are one step for the event loop.
         for scope in scopes:
             c = self._counters[scope.key]
+            if ceiling and c.exact:
+                return Recount(scope)
+            used = (c.used_tokens, c.used_usd)
             unit = refusal_unit(
-                scope,
-                (c.used_tokens, c.used_usd),
-                (c.reserved_tokens, c.reserved_usd),
-                c.in_flight,
-                (tokens, usd),
+                scope, used, (c.reserved_tokens, c.reserved_usd), c.in_flight, (tokens, usd)
             )
             if unit is not None:
+                if ceiling and not limit_reached(scope, used):
+                    c.exact = True
+                    return Recount(scope)
                 return Refusal(scope, unit)
         for scope in scopes:
             c = self._counters[scope.key]
             c.reserved_tokens += tokens
             c.reserved_usd += usd
             c.in_flight += 1
+            c.ceilings += ceiling
         self._forget_old(scopes)
         return None
 
@@ -138,7 +187,12 @@ class LocalCounters:
         return seeded
 
     async def settle(
-        self, scopes: Sequence[Scope], reserved: tuple[int, float], used: tuple[int, float]
+        self,
+        scopes: Sequence[Scope],
+        reserved: tuple[int, float],
+        used: tuple[int, float],
+        *,
+        ceiling: bool = False,
     ) -> None:
         for scope in scopes:
             c = self._counters.get(scope.key)
@@ -147,8 +201,18 @@ class LocalCounters:
             c.reserved_tokens = max(c.reserved_tokens - reserved[0], 0)
             c.reserved_usd = max(c.reserved_usd - reserved[1], 0.0)
             c.in_flight = max(c.in_flight - 1, 0)
+            c.ceilings = max(c.ceilings - ceiling, 0)
             c.used_tokens += used[0]
             c.used_usd += used[1]
+
+    async def adjust(self, scopes: Sequence[Scope], released: tuple[int, float]) -> None:
+        for scope in scopes:
+            c = self._counters.get(scope.key)
+            if c is None:
+                continue
+            c.reserved_tokens = max(c.reserved_tokens - released[0], 0)
+            c.reserved_usd = max(c.reserved_usd - released[1], 0.0)
+            c.ceilings = max(c.ceilings - 1, 0)
 
     def _forget_old(self, current: Sequence[Scope]) -> None:
         """Yesterday's counters go once today's exist (keys carry their period)."""

@@ -8,7 +8,7 @@ sinks of per-call usage (metrics) hook in.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import structlog
@@ -16,7 +16,7 @@ import structlog
 from agent_core import Charge, LlmCall, Reservation, RunRequest, Usage, UsageLimitReached
 from bot.config import Config
 from bot.storage.usage import SqlUsage, UsageKey, UsageTotals, hour_of
-from bot.usage.counters import BudgetCounters, LocalCounters
+from bot.usage.counters import BudgetCounters, LocalCounters, Recount, Refusal
 from bot.usage.limits import Scope, scopes_of
 from bot.usage.pricing import PriceBook
 
@@ -45,13 +45,16 @@ class CallUsage:
 CallSink = Callable[[CallUsage], None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(eq=False, slots=True)
 class _Hold:
     """A reservation's share of the counters."""
 
+    call: LlmCall
     scopes: list[Scope]
     tokens: int
     usd: float
+    ceiling: bool
+    """The input in ``tokens`` is a ceiling (``call.exact_input`` counts it exactly)."""
 
 
 class Meter:
@@ -72,6 +75,9 @@ class Meter:
         self.sinks: list[CallSink] = []
         """Called with every accounted call, after the rollup (e.g. metrics); must not block."""
         self._clock = clock
+        self._ceilings: dict[str, set[_Hold]] = {}
+        """This process's reservations in flight that hold a ceiling, per scope key: recounted
+        exactly when a scope turns exact (``bot/usage/counters.py``, "Ceilings")."""
 
     # -- agent_core.UsageMeter ----------------------------------------------------------------
 
@@ -83,21 +89,61 @@ class Meter:
         scopes = scopes_of(self.config, call.request, now)
         if not scopes:
             return Reservation(call)
-        tokens = call.estimated_tokens
+        hold = await self._hold(call, scopes)
+        try:
+            verdict = await self.counters.admit(scopes, hold.tokens, hold.usd, ceiling=hold.ceiling)
+            if isinstance(verdict, Recount):
+                # Near a limit: decided on exact counts, as if every call had been counted.
+                assert call.exact_input is not None  # only a ceiling is answered Recount
+                call = replace(call, input_tokens=await call.exact_input(), exact_input=None)
+                await self._recount(scopes)
+                hold = await self._hold(call, scopes)
+                verdict = await self.counters.admit(scopes, hold.tokens, hold.usd)
+        except Exception as exc:  # the rollup could not be read: let the call go, say so
+            log.warning("usage.check_failed", error=repr(exc), run_id=call.request.run_id)
+            return Reservation(call)
+        if isinstance(verdict, Refusal):
+            scope, unit = verdict.scope, verdict.unit
+            raise UsageLimitReached(scope.reason(unit), scope.notice(unit, now), scope.resets_at)
+        if hold.ceiling:
+            for scope in scopes:
+                self._ceilings.setdefault(scope.key, set()).add(hold)
+        return Reservation(call, held=hold)
+
+    async def _hold(self, call: LlmCall, scopes: list[Scope]) -> _Hold:
         usd = 0.0
         if any(scope.usd_limit for scope in scopes):
             price = await self.prices.price(call.provider, call.model)
             if price is not None:
                 usd = price.cost(Usage(call.input_tokens, call.max_output_tokens))
-        try:
-            refusal = await self.counters.admit(scopes, tokens, usd)
-        except Exception as exc:  # the rollup could not be read: let the call go, say so
-            log.warning("usage.check_failed", error=repr(exc), run_id=call.request.run_id)
-            return Reservation(call)
-        if refusal is not None:
-            scope, unit = refusal.scope, refusal.unit
-            raise UsageLimitReached(scope.reason(unit), scope.notice(unit, now), scope.resets_at)
-        return Reservation(call, held=_Hold(scopes, tokens, usd))
+        ceiling = call.exact_input is not None
+        return _Hold(call, scopes, call.estimated_tokens, usd, ceiling)
+
+    async def _recount(self, scopes: list[Scope]) -> None:
+        """This process's ceilings held in ``scopes`` become exact estimates."""
+        holds = {hold for scope in scopes for hold in self._ceilings.get(scope.key, ())}
+        for hold in holds:
+            assert hold.call.exact_input is not None
+            exact = await self._hold(
+                replace(hold.call, input_tokens=await hold.call.exact_input(), exact_input=None),
+                hold.scopes,
+            )
+            if not hold.ceiling:  # settled (or recounted) while this one counted
+                continue
+            released = (hold.tokens - exact.tokens, hold.usd - exact.usd)
+            # The hold changes before the counters do: a settle from here on releases the exact
+            # estimate and leaves the ceiling's count to adjust.
+            hold.tokens, hold.usd, hold.ceiling = exact.tokens, exact.usd, False
+            self._forget_ceiling(hold)
+            await self.counters.adjust(hold.scopes, released)
+
+    def _forget_ceiling(self, hold: _Hold) -> None:
+        for scope in hold.scopes:
+            held = self._ceilings.get(scope.key)
+            if held is not None:
+                held.discard(hold)
+                if not held:
+                    del self._ceilings[scope.key]
 
     async def settle(self, reservation: Reservation, usage: Usage | None) -> Charge:
         call = reservation.call
@@ -128,7 +174,10 @@ class Meter:
             used = (usage.total_tokens, cost or 0.0)
         hold = reservation.held
         if isinstance(hold, _Hold):
-            await self.counters.settle(hold.scopes, (hold.tokens, hold.usd), used)
+            ceiling, hold.ceiling = hold.ceiling, False  # no recount of it from here on
+            if ceiling:
+                self._forget_ceiling(hold)
+            await self.counters.settle(hold.scopes, (hold.tokens, hold.usd), used, ceiling=ceiling)
         return charge
 
     async def price_note(self, provider: str, model: str) -> str:

@@ -263,7 +263,10 @@ class TestLimits:
             reserve = app.meter.reserve
 
             async def spy(call: Any) -> Any:
-                estimates.append(call.estimated_tokens)
+                # The exact estimate: the loop hands the input over as a ceiling, counted
+                # exactly by the meter when it could decide otherwise (as here, near the limit).
+                exact = call.input_tokens if call.exact_input is None else await call.exact_input()
+                estimates.append(exact + call.max_output_tokens)
                 return await reserve(call)
 
             app.meter.reserve = spy  # type: ignore[method-assign]

@@ -10,6 +10,7 @@ from agent_core import RunStatus
 from bot.app import Loopgate
 from bot.cluster.connection import RedisLink
 from bot.cluster.usage_counters import RedisUsageCounters
+from bot.usage import Recount, Refusal
 from bot.usage.limits import Scope
 from channels import ChatRef, ChatType
 from tests.cluster_support import (  # noqa: F401
@@ -82,6 +83,41 @@ async def test_usd_budgets_and_a_seed_never_overwrites_a_peers_counts(
     await two.settle([budget], (10, 0.01), (10, 0.2))  # 1.15 used
     refused = await two.admit([budget], 1, 0.0)
     assert refused is not None and refused.unit == "usd" and refused.scope is budget
+
+
+async def test_a_ceiling_near_the_limit_turns_the_scope_exact_for_every_process(
+    links: tuple[RedisLink, RedisLink],  # noqa: F811
+) -> None:
+    one, two = (RedisUsageCounters(link, Seeds()) for link in links)
+    limit = scope(tokens=1000)
+    assert await one.admit([limit], 600, 0.0, ceiling=True) is None
+    # 600 + 600 > 1000 by the ceilings: a recount, nothing held, and the scope turns exact
+    verdict = await two.admit([limit], 600, 0.0, ceiling=True)
+    assert isinstance(verdict, Recount) and verdict.scope is limit
+    assert isinstance(await one.admit([limit], 10, 0.0, ceiling=True), Recount)  # any process
+    # The first ceiling counted exactly (600 -> 200): exact estimates are decided on it
+    await one.adjust([limit], (400, 0.0))
+    assert await two.admit([limit], 700, 0.0) is None  # 200 + 700
+    refused = await two.admit([limit], 200, 0.0)
+    assert isinstance(refused, Refusal) and refused.unit == "tokens"
+    await one.settle([limit], (200, 0.0), (150, 0.0))
+    await two.settle([limit], (700, 0.0), (100, 0.0))
+    fields = await links[0].client.hgetall(links[0].key("usage", limit.key))
+    held = {k.decode(): v.decode() for k, v in fields.items()}
+    assert (held["rt"], held["n"], held["c"], held["ut"], held["x"]) == ("0", "0", "0", "250", "1")
+
+
+async def test_a_settled_ceiling_is_released_whole(
+    links: tuple[RedisLink, RedisLink],  # noqa: F811
+) -> None:
+    one = RedisUsageCounters(links[0], Seeds())
+    limit = scope(tokens=1000)
+    assert await one.admit([limit], 900, 0.0, ceiling=True) is None
+    await one.settle([limit], (900, 0.0), (50, 0.0), ceiling=True)
+    fields = await links[0].client.hgetall(links[0].key("usage", limit.key))
+    held = {k.decode(): v.decode() for k, v in fields.items()}
+    assert (held["rt"], held["n"], held["c"], held["ut"]) == ("0", "0", "0", "50")
+    assert "x" not in held  # never near the limit: still counted by ceilings
 
 
 async def test_without_redis_the_call_goes_through() -> None:

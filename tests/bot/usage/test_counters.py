@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from bot.usage.counters import LocalCounters
+from bot.usage.counters import LocalCounters, Recount, Refusal
 from bot.usage.limits import Scope
 
 SINCE = datetime(2026, 12, 5, tzinfo=UTC)
@@ -116,3 +116,38 @@ async def test_a_cancelled_seed_read_lets_a_waiter_read_it() -> None:
     reader.cancel()
     assert await waiter is None
     assert reader.cancelled() and reads == 2
+
+
+# -- ceilings (the input estimated without the tokenizer) -------------------------------------
+
+
+async def test_a_ceiling_that_fits_is_reserved_and_one_that_may_not_asks_for_a_recount() -> None:
+    counters = seeded()
+    limit = scope(tokens=1000)
+    assert await counters.admit([limit], 600, 0.0, ceiling=True) is None
+    # 600 + 600 > 1000 with ceilings, but the exact counts may fit: not refused, nothing held
+    verdict = await counters.admit([limit], 600, 0.0, ceiling=True)
+    assert isinstance(verdict, Recount) and verdict.scope is limit
+    # From now on the scope counts exactly: even a small ceiling is sent back
+    assert isinstance(await counters.admit([limit], 10, 0.0, ceiling=True), Recount)
+    # The held ceiling counted exactly (600 -> 200), then an exact estimate is decided
+    await counters.adjust([limit], (400, 0.0))
+    assert await counters.admit([limit], 700, 0.0) is None  # 200 + 700 fits
+    assert isinstance(await counters.admit([limit], 200, 0.0), Refusal)  # 200 + 700 + 200
+
+
+async def test_a_ceiling_is_refused_outright_once_the_limit_is_reached() -> None:
+    counters = seeded(tokens=1000)
+    verdict = await counters.admit([scope(tokens=1000)], 5, 0.0, ceiling=True)
+    assert isinstance(verdict, Refusal) and verdict.unit == "tokens"
+
+
+async def test_settling_a_ceiling_releases_it_whole() -> None:
+    counters = seeded()
+    limit = scope(tokens=1000)
+    assert await counters.admit([limit], 900, 0.0, ceiling=True) is None
+    await counters.settle([limit], (900, 0.0), (50, 0.0), ceiling=True)
+    assert await counters.admit([limit], 900, 0.0) is None  # alone: 50 used
+    # Only the new 900 is held: 50 + 900 + 50 fits, one more token does not.
+    assert await counters.admit([limit], 50, 0.0) is None
+    assert isinstance(await counters.admit([limit], 1, 0.0), Refusal)
