@@ -54,9 +54,15 @@ _SECRETS = _Secrets()
 
 
 def redact(text: str) -> str:
+    # Most texts are short names and ids, or carry no query string: the two scans are skipped
+    # when they can't match (a secret is at least MIN_SECRET_CHARS long, and so is "?key=x").
+    if len(text) < MIN_SECRET_CHARS:
+        return text
     if _SECRETS.pattern is not None:
         text = _SECRETS.pattern.sub(MASK, text)
-    return _QUERY_TOKEN.sub(rf"\g<1>{MASK}", text)
+    if "=" in text:
+        text = _QUERY_TOKEN.sub(rf"\g<1>{MASK}", text)
+    return text
 
 
 def redact_tree(value: Any) -> Any:
