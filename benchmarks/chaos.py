@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,10 @@ from tests.fakes.zalo_server import FakeZalo, text_event
 
 PLATFORMS = ("telegram", "slack", "zalo")
 SEND_TO_KILL = 5.0
-"""A Telegram double is the documented window (a kill between a chunk's send and its record)
-when the process that sent its first copy was SIGKILLed at most this long after the send: the
-window is one HTTP response plus one database write, stretched on a loaded machine."""
+"""A Telegram or Zalo double is the documented window (a kill between a chunk's send and its
+record: neither platform can be asked whether it went out) when the process that sent its first
+copy was SIGKILLed at most this long after the send: the window is one HTTP response plus one
+database write, stretched on a loaded machine."""
 SLACK_ACK_TIMEOUT = 3.0  # Slack retries an event not acknowledged within 3 s
 SLACK_RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds before each redelivery of an unacknowledged event (Slack itself retries three times
@@ -91,8 +93,9 @@ class Sent:
 @dataclass(frozen=True)
 class Kill:
     at: float
-    ports: frozenset[int]
-    """The local ports of the victim's connections to the fake Telegram just before the kill."""
+    ports: dict[str, frozenset[int]]
+    """Per platform (``telegram``, ``zalo``): the local ports of the victim's connections to
+    its fake server just before the kill."""
 
 
 @dataclass
@@ -173,7 +176,10 @@ class Chaos:
             await asyncio.sleep(0.1)
         victim = self.rng.choice(up)
         self.restarting.add(victim.index)
-        ports = frozenset(victim.local_ports(self.tg.port))
+        ports = {
+            "telegram": frozenset(victim.local_ports(self.tg.port)),
+            "zalo": frozenset(victim.local_ports(self.zalo.port)),
+        }
         await victim.kill()
         self.kill_log.append(Kill(time.monotonic(), ports))
         self.kills += 1
@@ -208,11 +214,26 @@ class Chaos:
             if message.answered_at is None and shown[f"echo: {message.text}"]:
                 message.answered_at = now
 
-    def telegram_doubles_in_window(self, answer: str) -> bool:
-        """Whether every copy of a doubled Telegram answer but the last was sent by a process
-        SIGKILLed within :data:`SEND_TO_KILL` seconds after: Telegram can't be asked whether a
-        chunk went out, so a kill between its send and its record resends it on replay."""
-        made: list[tuple[float, int | None]] = []  # per visible copy: its last call, its caller
+    def doubles_in_window(self, platform: str, answer: str) -> bool:
+        """Whether every copy of a doubled Telegram or Zalo answer but the last was sent by a
+        process SIGKILLed within :data:`SEND_TO_KILL` seconds after, and before the next copy
+        went out (the replay of the killed process's entry sends it again)."""
+        made = sorted(self._copies(platform, answer))  # per visible copy: when, by whom
+        return all(
+            any(
+                port is not None
+                and port in kill.ports[platform]
+                and at <= kill.at <= min(at + SEND_TO_KILL, next_at)
+                for kill in self.kill_log
+            )
+            for (at, port), (next_at, _) in pairwise(made)
+        )
+
+    def _copies(self, platform: str, answer: str) -> list[tuple[float, int | None]]:
+        """The call that made each visible copy of ``answer`` show it: its time, its caller."""
+        if platform == "zalo":
+            return [(m.at, m.client_port) for m in self.zalo.messages if m.json["text"] == answer]
+        made = []
         for (_, message_id), message in self.tg.messages.items():
             if message.deleted or message.text != answer:
                 continue
@@ -227,14 +248,7 @@ class Chaos:
             ]
             last = max(calls, key=lambda c: c.at)
             made.append((last.at, last.client_port))
-        made.sort(key=lambda copy: copy[0])
-        return all(
-            any(
-                port is not None and port in kill.ports and at <= kill.at <= at + SEND_TO_KILL
-                for kill in self.kill_log
-            )
-            for at, port in made[:-1]
-        )
+        return made
 
     async def watch(self) -> None:
         while True:
@@ -296,9 +310,9 @@ def report(chaos: Chaos, elapsed: float) -> dict[str, Any]:
                 "max": percentile(waits, 1.0),
             },
         }
-        if platform == "telegram":
+        if platform != "slack":  # Slack is asked (conversations.history): never doubled
             result[platform]["doubled_after_kill"] = sum(
-                chaos.telegram_doubles_in_window(f"echo: {body}") for body in doubles
+                chaos.doubles_in_window(platform, f"echo: {body}") for body in doubles
             )
     return result
 

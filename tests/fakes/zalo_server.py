@@ -18,6 +18,7 @@ an idle long poll ends with HTTP 408 ``{"ok": false, "error_code": 408}``, as th
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import json
 import time
@@ -81,6 +82,11 @@ class SentPhoto:
     body: dict[str, Any]
 
 
+_CALLER_PORT: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "zalo_caller_port", default=None
+)
+
+
 @dataclass(frozen=True)
 class Recorded:
     method: str
@@ -88,6 +94,8 @@ class Recorded:
     json: dict[str, Any]
     at: float  # time.monotonic() on arrival
     status: int = 200
+    client_port: int | None = None
+    """The caller's TCP port: which process made the call (``benchmarks/chaos.py``)."""
 
 
 @dataclass
@@ -195,8 +203,12 @@ class FakeZalo(FakeServer):
             body = json.loads(raw) if raw else {}
         except ValueError:
             body = {}
+        port = request.client.port if request.client else None
+        _CALLER_PORT.set(port)  # for the handlers' records (each request is a task of its own)
         response = await self._answer(token, method, body if isinstance(body, dict) else {})
-        self.requests.append(Recorded(method, token, body, time.monotonic(), response.status_code))
+        self.requests.append(
+            Recorded(method, token, body, time.monotonic(), response.status_code, port)
+        )
         self.changed()
         return response
 
@@ -207,7 +219,9 @@ class FakeZalo(FakeServer):
         if failures:
             failure = failures.popleft()
             if failure.delivered and method == "sendMessage":
-                self.messages.append(Recorded(method, token, body, time.monotonic()))
+                self.messages.append(
+                    Recorded(method, token, body, time.monotonic(), client_port=_CALLER_PORT.get())
+                )
             headers = {"Retry-After": f"{failure.retry_after:g}"} if failure.retry_after else {}
             code = failure.error_code if failure.error_code is not None else failure.status
             return _error(failure.status, code, failure.description, headers)
@@ -262,7 +276,10 @@ class FakeZalo(FakeServer):
         text = body.get("text")
         if not body.get("chat_id") or not isinstance(text, str) or not 1 <= len(text) <= 2000:
             raise _BadRequest("text must be 1..2000 characters and chat_id is required")
-        self.messages.append(Recorded("sendMessage", self.token, body, time.monotonic()))
+        self.messages.append(
+            Recorded("sendMessage", self.token, body, time.monotonic(),
+                     client_port=_CALLER_PORT.get())
+        )  # fmt: skip
         return {"message_id": f"out-{next(_ids)}", "date": int(time.time() * 1000)}
 
     async def _m_sendPhoto(self, body: dict[str, Any]) -> Any:
