@@ -165,6 +165,9 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     # (bot/usage/_table_lookup.py).
     heavy = {"redis", "tiktoken", "httpx_sse", "croniter", "trafilatura", "lxml", "justext"}
     heavy |= {"genai_prices"}
+    # The evolution schedule (on by default, "daily") is a task of our own now: no APScheduler,
+    # which stays installed for benchmarks/ab.py against older commits (pyproject dev extras).
+    heavy |= {"apscheduler"}
     assert not {m.split(".")[0] for m in modules} & heavy
     # prometheus-client only once /metrics is asked; the OpenTelemetry SDK only with
     # tracing.otlp.endpoint set (bot/telemetry).
