@@ -73,30 +73,22 @@ end
 return 'ok'
 """
 
-_SETTLE = """
+_RELEASE = """
 for i = 1, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.call('HINCRBY', KEYS[i], 'rt', -tonumber(ARGV[1]))
-    redis.call('HINCRBYFLOAT', KEYS[i], 'ru', -tonumber(ARGV[2]))
-    redis.call('HINCRBY', KEYS[i], 'n', -1)
-    redis.call('HINCRBY', KEYS[i], 'ut', ARGV[3])
-    redis.call('HINCRBYFLOAT', KEYS[i], 'uu', ARGV[4])
-    if ARGV[5] == '1' then redis.call('HINCRBY', KEYS[i], 'c', -1) end
+    redis.call('HINCRBY', KEYS[i], 'rt', ARGV[1])
+    redis.call('HINCRBYFLOAT', KEYS[i], 'ru', ARGV[2])
+    redis.call('HINCRBY', KEYS[i], 'n', ARGV[3])
+    redis.call('HINCRBY', KEYS[i], 'c', ARGV[4])
+    redis.call('HINCRBY', KEYS[i], 'ut', ARGV[5])
+    redis.call('HINCRBYFLOAT', KEYS[i], 'uu', ARGV[6])
   end
 end
 return 1
 """
-
-_ADJUST = """
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.call('HINCRBY', KEYS[i], 'rt', -tonumber(ARGV[1]))
-    redis.call('HINCRBYFLOAT', KEYS[i], 'ru', -tonumber(ARGV[2]))
-    redis.call('HINCRBY', KEYS[i], 'c', -1)
-  end
-end
-return 1
-"""
+"""A call's reservation back, as increments (the caller negates; Lua's -0 is no integer to
+HINCRBY): settle gives back its estimate, one call, maybe one ceiling, and adds what it used;
+adjust gives back a ceiling's excess over its exact estimate and one ceiling."""
 
 
 class RedisUsageCounters:
@@ -145,18 +137,26 @@ class RedisUsageCounters:
         *,
         ceiling: bool = False,
     ) -> None:
-        await self._run(
-            _SETTLE, scopes, str(reserved[0]), repr(float(reserved[1])), str(used[0]),
-            repr(float(used[1])), "1" if ceiling else "0",
-        )  # fmt: skip
+        await self._release(scopes, reserved, used, calls=1, ceilings=int(ceiling))
 
     async def adjust(self, scopes: Sequence[Scope], released: tuple[int, float]) -> None:
-        await self._run(_ADJUST, scopes, str(released[0]), repr(float(released[1])))
+        await self._release(scopes, released, (0, 0.0), calls=0, ceilings=1)
 
-    async def _run(self, script: str, scopes: Sequence[Scope], *args: str) -> None:
+    async def _release(
+        self,
+        scopes: Sequence[Scope],
+        reserved: tuple[int, float],
+        used: tuple[int, float],
+        *,
+        calls: int,
+        ceilings: int,
+    ) -> None:
         keys = [self._key(scope) for scope in scopes]
         try:
-            await self.link.client.eval(script, len(keys), *keys, *args)
+            await self.link.client.eval(
+                _RELEASE, len(keys), *keys, str(-reserved[0]), repr(-float(reserved[1]) or 0.0),
+                str(-calls), str(-ceilings), str(used[0]), repr(float(used[1])),
+            )  # fmt: skip
         except Exception as exc:
             self.link.mark(False, exc)
             log.warning("usage.counters_unavailable", error=repr(exc))

@@ -194,25 +194,31 @@ class LocalCounters:
         *,
         ceiling: bool = False,
     ) -> None:
+        self._release(scopes, reserved, used, calls=1, ceilings=int(ceiling))
+
+    async def adjust(self, scopes: Sequence[Scope], released: tuple[int, float]) -> None:
+        self._release(scopes, released, (0, 0.0), calls=0, ceilings=1)
+
+    def _release(
+        self,
+        scopes: Sequence[Scope],
+        reserved: tuple[int, float],
+        used: tuple[int, float],
+        *,
+        calls: int,
+        ceilings: int,
+    ) -> None:
+        """``reserved`` back, ``calls`` in flight and ``ceilings`` fewer, ``used`` counted."""
         for scope in scopes:
             c = self._counters.get(scope.key)
             if c is None:
                 continue
             c.reserved_tokens = max(c.reserved_tokens - reserved[0], 0)
             c.reserved_usd = max(c.reserved_usd - reserved[1], 0.0)
-            c.in_flight = max(c.in_flight - 1, 0)
-            c.ceilings = max(c.ceilings - ceiling, 0)
+            c.in_flight = max(c.in_flight - calls, 0)
+            c.ceilings = max(c.ceilings - ceilings, 0)
             c.used_tokens += used[0]
             c.used_usd += used[1]
-
-    async def adjust(self, scopes: Sequence[Scope], released: tuple[int, float]) -> None:
-        for scope in scopes:
-            c = self._counters.get(scope.key)
-            if c is None:
-                continue
-            c.reserved_tokens = max(c.reserved_tokens - released[0], 0)
-            c.reserved_usd = max(c.reserved_usd - released[1], 0.0)
-            c.ceilings = max(c.ceilings - 1, 0)
 
     def _forget_old(self, current: Sequence[Scope]) -> None:
         """Yesterday's counters go once today's exist (keys carry their period)."""
