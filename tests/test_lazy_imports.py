@@ -142,7 +142,9 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
                 {},
             )
             provider = ScriptedProvider(reply("one"), reply("two"))
-            app = Loopgate(config, providers={"openai": provider})
+            # As loopgate serve does: the new database is migrated by a child, so Alembic
+            # (which imports every dialect it knows) stays out of this process.
+            app = Loopgate(config, providers={"openai": provider}, migrate_apart=True)
             create_app(app, manage_lifespan=False)
             async with app:
                 chat = ChatRef("web", "c1", ChatType.DIRECT)
@@ -174,6 +176,9 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     assert not {m.split(".")[0] for m in modules} & {"prometheus_client", "opentelemetry"}
     assert "agent_core.providers._anthropic" not in modules
     assert "bot.scheduling.ticker" in modules  # the scheduler runs, without croniter
+    # On SQLite, SQLAlchemy's Postgres dialect (~2 MiB) is never loaded (bot/storage/_sql.py).
+    assert "sqlalchemy.dialects.sqlite" in modules
+    assert not any(m.startswith("sqlalchemy.dialects.postgresql") for m in modules)
 
 
 def test_a_start_imports_neither_rich_nor_pygments(tmp_path: Path) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Table
-from sqlalchemy.dialects import postgresql, sqlite
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 
 class Dialected(Protocol):
@@ -36,9 +38,15 @@ def dialect_insert(dialect: str, table: Any) -> postgresql.Insert | sqlite.Inser
     its cache key cost SQLAlchemy about as much as SQLite takes to run it. Against the table,
     not the mapped class: an ORM-enabled INSERT takes the ORM's bulk path even on a connection.
     """
+    # Imported here, so only the configured dialect loads: Postgres' keeps ~2 MiB resident
+    # (its catalog, types and asyncpg glue) that a SQLite deployment never uses.
     if dialect == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+        return postgresql_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table)
 
 
 def table_of(model: Any) -> Table:

@@ -99,6 +99,17 @@ async def test_sqlite_pragmas(tmp_path: Path) -> None:
         assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
         assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar() == 1
         assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() == 5000
+        # Negative: KiB, not pages. The lanes' own connections get the same (below).
+        assert (await conn.exec_driver_sql("PRAGMA cache_size")).scalar() == -256
+
+
+async def test_the_lanes_connections_keep_a_small_page_cache(tmp_path: Path) -> None:
+    def cache_size(conn: Connection) -> int:
+        return int(conn.exec_driver_sql("PRAGMA cache_size").scalar_one())
+
+    async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
+        assert await db.run_write(cache_size) == -256
+        assert await db.run_read(cache_size) == -256
 
 
 async def test_in_memory_database_is_shared_across_sessions() -> None:
