@@ -197,10 +197,13 @@ def test_a_start_imports_neither_rich_nor_pygments(tmp_path: Path) -> None:
     assert not modules & {"rich", "pygments"}
 
 
-def test_the_cluster_imports_redis_without_opentelemetry_metrics(tmp_path: Path) -> None:
-    # redis-py 8 imports OpenTelemetry's metrics SDK whenever it is installed, for metrics of
-    # its own that Loopgate never turns on: ~2 MiB in every clustered process
-    # (bot/cluster/_redis.py). Hidden only for that import: OTLP tracing still loads later.
+def test_the_cluster_imports_redis_without_opentelemetry_metrics_nor_cryptography(
+    tmp_path: Path,
+) -> None:
+    # redis-py 8 imports OpenTelemetry's metrics SDK and cryptography whenever they are
+    # installed, for its own metrics and the sync client's OCSP checks, which Loopgate never
+    # uses: ~8 MiB in every clustered process (bot/cluster/_redis.py). Hidden only for that
+    # import: OTLP tracing and cryptography still load later.
     modules = _imported_after(
         """
         from bot.cluster.connection import RedisLink
@@ -212,6 +215,19 @@ def test_the_cluster_imports_redis_without_opentelemetry_metrics(tmp_path: Path)
     )
     assert "redis.asyncio" in modules and "opentelemetry.sdk.trace" in modules
     assert "opentelemetry.sdk.metrics" not in modules
+    assert "cryptography" not in modules
+
+
+def test_cryptography_is_importable_after_the_cluster_loaded_redis(tmp_path: Path) -> None:
+    modules = _imported_after(
+        """
+        from bot.cluster.connection import RedisLink
+        from cryptography.hazmat.primitives import hashes  # the MCP SDK's OAuth needs it
+        """,
+        tmp_path,
+        modules=True,
+    )
+    assert "redis.asyncio" in modules and "cryptography.hazmat.primitives.hashes" in modules
 
 
 def test_a_server_imports_uvicorn_without_watchfiles_nor_websockets(tmp_path: Path) -> None:
