@@ -127,26 +127,37 @@ class Ticker:
         while True:
             wait = every
             try:
-                report = await self.tick()
-                if self.passes == 1:  # the start-up pass: what came due while down
-                    log.info(
-                        "cron.started",
-                        fired=report.fired,
-                        missed=report.missed,
-                        skipped=report.skipped,
-                    )
-                wait = await self._until_next(every, retrying=report.failed > 0)
+                wait = await self._pass(every)
             except Exception as exc:  # the database is down: the next pass tries again
                 log.warning("cron.tick_failed", error=repr(exc))
             with suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=wait)
             self.wake.clear()
 
-    async def _until_next(self, every: float, *, retrying: bool) -> float:
-        """Seconds to the next pass: the soonest job's due time, at most ``every`` (a job
-        another process adds is seen within it). When this pass failed to store something,
-        what is still due waits the whole period: no busy loop."""
+    async def _pass(self, every: float) -> float:
+        """One pass of the loop; returns the seconds to the next. A pass first asks when the
+        soonest job is due and looks for due jobs only if one is: an idle service makes one
+        query a second, not two (issue 33's idle budget). The start-up pass always looks."""
+        if self.passes > 0 and self.intake.accepting:
+            at = await self.jobs.next_due_at()
+            if at is None or at > self.clock():
+                self.passes += 1
+                return self._wait_until(at, every, retrying=False)
+        report = await self.tick()
+        if self.passes == 1:  # the start-up pass: what came due while down
+            log.info(
+                "cron.started",
+                fired=report.fired,
+                missed=report.missed,
+                skipped=report.skipped,
+            )
         at = await self.jobs.next_due_at()
+        return self._wait_until(at, every, retrying=report.failed > 0)
+
+    def _wait_until(self, at: datetime | None, every: float, *, retrying: bool) -> float:
+        """Seconds to the next pass: the soonest job's due time ``at``, at most ``every`` (a
+        job another process adds is seen within it). When this pass failed to store
+        something, what is still due waits the whole period: no busy loop."""
         if at is None:
             return every
         left = (at - self.clock()).total_seconds()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -246,14 +247,57 @@ async def test_more_due_jobs_than_one_batch(jobs: SqlCronJobs) -> None:
 async def test_the_next_pass_comes_when_the_soonest_job_is_due(jobs: SqlCronJobs) -> None:
     clock = Clock(T0)
     tick = ticker(jobs, Intake(), clock)
-    assert await tick._until_next(1.0, retrying=False) == 1.0  # nothing scheduled
+
+    async def until_next(*, retrying: bool = False) -> float:
+        return tick._wait_until(await jobs.next_due_at(), 1.0, retrying=retrying)
+
+    assert await until_next() == 1.0  # nothing scheduled
     await add(jobs, "in 1m", first=T0 + timedelta(seconds=30))
-    assert await tick._until_next(1.0, retrying=False) == 1.0  # not sooner than the period
+    assert await until_next() == 1.0  # not sooner than the period
     soon = await add(jobs, "in 1m", first=T0 + timedelta(milliseconds=200))
-    assert await tick._until_next(1.0, retrying=False) == pytest.approx(0.205)
+    assert await until_next() == pytest.approx(0.205)
     clock.now = T0 + timedelta(seconds=1)  # due already (the timer woke a moment early)
-    assert await tick._until_next(1.0, retrying=False) == MIN_WAIT
+    assert await until_next() == MIN_WAIT
     # A pass that failed to store it retries at the normal pace, not in a busy loop.
-    assert await tick._until_next(1.0, retrying=True) == 1.0
+    assert await until_next(retrying=True) == 1.0
     await jobs.set_paused(soon.id, True)
-    assert await tick._until_next(1.0, retrying=False) == 1.0  # a paused job is not waited for
+    assert await until_next() == 1.0  # a paused job is not waited for
+
+
+class CountingJobs:
+    """The real store, counting the ticker's two queries."""
+
+    def __init__(self, jobs: SqlCronJobs) -> None:
+        self.jobs = jobs
+        self.calls: list[str] = []
+
+    async def due(self, now: datetime, limit: int = 500) -> list[StoredCronJob]:
+        self.calls.append("due")
+        return await self.jobs.due(now, limit)
+
+    async def next_due_at(self) -> datetime | None:
+        self.calls.append("next_due_at")
+        return await self.jobs.next_due_at()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.jobs, name)
+
+
+async def test_an_idle_pass_makes_one_query_and_a_due_job_still_fires(jobs: SqlCronJobs) -> None:
+    counting = CountingJobs(jobs)
+    intake, clock = Intake(), Clock(T0)
+    tick = ticker(jobs, intake, clock)
+    tick.jobs = counting  # type: ignore[assignment]
+    await add(jobs, "in 1m", first=T0 + timedelta(seconds=30))
+
+    assert await tick._pass(1.0) == 1.0  # the start-up pass always looks for due jobs
+    assert counting.calls == ["due", "next_due_at"] and tick.passes == 1
+    counting.calls.clear()
+    assert await tick._pass(1.0) == 1.0  # nothing due: one query
+    assert counting.calls == ["next_due_at"] and tick.passes == 2
+
+    counting.calls.clear()
+    clock.now = T0 + timedelta(seconds=31)
+    await tick._pass(1.0)  # due now: looked for, fired, and the next one asked
+    assert counting.calls == ["next_due_at", "due", "next_due_at"] and tick.passes == 3
+    assert len(intake.keys) == 1
