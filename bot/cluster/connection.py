@@ -44,6 +44,20 @@ def process_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
+def stop_if_cancelled(error: BaseException) -> None:
+    """For the ``except Exception`` of a background loop: re-raise as a cancellation when this
+    task was asked to stop meanwhile.
+
+    A cancellation can come back from a Redis call as another error (Python 3.11's
+    ``asyncio.wait_for`` and a client tearing its connection down mid-command both can), and a
+    loop that logs errors and goes on would then never end: its owner's ``aclose`` waited for it
+    forever (seen once in CI, a cluster test's teardown hung on ``cluster:runs-refresh``).
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from error
+
+
 class RedisState(enum.StrEnum):
     OK = "ok"
     DOWN = "down"
@@ -87,6 +101,7 @@ class RedisLink:
             try:
                 await asyncio.wait_for(self.client.ping(), timeout=PING_EVERY * 2)
             except Exception as exc:
+                stop_if_cancelled(exc)
                 self.mark(False, exc)
             else:
                 self.mark(True)
@@ -111,6 +126,7 @@ class RedisLink:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                stop_if_cancelled(exc)
                 self.mark(False, exc)
                 await asyncio.sleep(0.5)
             finally:

@@ -15,7 +15,13 @@ import secrets
 import structlog
 
 from agent_core import cancel_and_wait
-from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink, RedisState
+from bot.cluster.connection import (
+    RELEASE_IF_HELD,
+    RENEW_IF_HELD,
+    RedisLink,
+    RedisState,
+    stop_if_cancelled,
+)
 from bot.cluster.pacing import RedisUnavailable
 
 log = structlog.get_logger(__name__)
@@ -38,6 +44,7 @@ class RedisLease:
                 client = self.link.client
                 kept = await client.eval(RENEW_IF_HELD, 1, self.key, self.holder, lease_ms)
             except Exception as exc:  # the holder goes on; the lock may expire meanwhile
+                stop_if_cancelled(exc)
                 self.link.mark(False, exc)
                 continue
             if not kept:

@@ -17,7 +17,7 @@ from contextlib import suppress
 
 import structlog
 
-from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink
+from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink, stop_if_cancelled
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +76,7 @@ class PollerLease:
                     log.info("cluster.poller_acquired", channel=self.channel, process=me)
                     self._turn.set()
             except Exception as exc:
+                stop_if_cancelled(exc)
                 # Still ours until the lease would have run out in Redis; holds() says so.
                 self.link.mark(False, exc)
             await asyncio.sleep(self.link.lease_seconds / 3 if self.holds() else self._retry_every)

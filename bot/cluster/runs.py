@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from bot.cluster.connection import RedisLink
+from bot.cluster.connection import RedisLink, stop_if_cancelled
 from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 
 log = structlog.get_logger(__name__)
@@ -218,6 +218,7 @@ class ClusterRunRegistry:
             try:
                 await self._send(ops)
             except Exception as exc:
+                stop_if_cancelled(exc)
                 self._written = True  # the next refresh rewrites the hash
                 self.link.mark(False, exc)
                 # Adds and deletes are repaired by the next refresh; a stop is not.
@@ -268,6 +269,7 @@ class ClusterRunRegistry:
             try:
                 await self._resync()
             except Exception as exc:
+                stop_if_cancelled(exc)
                 self.link.mark(False, exc)
 
     async def _resync(self) -> None:

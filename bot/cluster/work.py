@@ -29,7 +29,7 @@ from typing import Any
 
 import structlog
 
-from bot.cluster.connection import RedisLink
+from bot.cluster.connection import RedisLink, stop_if_cancelled
 from bot.cluster.session_leases import SessionLeases
 from bot.pipeline.job import Job
 from bot.pipeline.ports import Pipeline
@@ -240,6 +240,7 @@ class ClusterWork:
             try:
                 await self.renew()
             except Exception as exc:
+                stop_if_cancelled(exc)
                 log.warning("cluster.renew_failed", error=repr(exc))
             next_at = max(next_at, loop.time() - every)  # after a stall, no burst of renewals
 

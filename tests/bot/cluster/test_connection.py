@@ -21,6 +21,7 @@ from bot.cluster.connection import (
     RedisLink,
     RedisState,
     process_id,
+    stop_if_cancelled,
 )
 from tests.cluster_support import REDIS_URL, PrivateRedis, free_port, needs_redis
 from tests.waiting import wait_until
@@ -158,3 +159,47 @@ async def test_a_restarted_redis_is_noticed_and_subscribed_again(
     await publisher.publish("events", "after the restart")
     await wait_until(lambda: got, 5)
     assert got == [b"after the restart"]
+
+
+async def test_a_loop_stops_when_its_call_turns_the_cancellation_into_an_error() -> None:
+    # Python 3.11's wait_for, or a client tearing its connection down mid-command, can answer
+    # a cancellation with another error; the background loops that log errors and go on must
+    # still end, or their owner's aclose waits forever (a CI teardown hung on this).
+    calls = 0
+    waiting = asyncio.Event()
+
+    async def command() -> None:
+        nonlocal calls
+        calls += 1
+        waiting.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            raise RedisConnectionError("connection torn down") from None
+
+    give_up = False
+
+    async def background_loop() -> None:
+        while not give_up:
+            try:
+                await command()
+            except Exception as exc:
+                stop_if_cancelled(exc)
+
+    task = asyncio.create_task(background_loop())
+    await waiting.wait()
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=2.0)
+    if not done:  # it swallowed the cancellation: end it, so the test fails instead of hanging
+        give_up = True
+        task.cancel()
+        await asyncio.wait({task}, timeout=2.0)
+    assert done and task.cancelled()
+    assert calls == 1
+
+
+async def test_an_error_without_a_cancellation_goes_on() -> None:
+    try:
+        raise RedisConnectionError("down")
+    except RedisConnectionError as exc:
+        stop_if_cancelled(exc)  # nothing asked this task to stop: the loop may go on
