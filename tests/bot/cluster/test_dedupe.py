@@ -147,3 +147,60 @@ async def test_forget_without_redis_still_forgets_the_record_and_raises(
         assert durable.keys == set()  # the database's record is gone whatever Redis said
     finally:
         await dead.aclose()
+
+
+async def _commands(link: RedisLink) -> int:
+    """Redis' count of the key commands the fast path sends (the links' pings left out)."""
+    stats = await link.client.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("get", "set"))
+
+
+async def test_a_peeked_first_sight_is_recorded_in_two_round_trips(
+    links: tuple[RedisLink, RedisLink],
+) -> None:
+    # The adapter's peek found no key, so the record needs no "pending" step: the database
+    # answers it and the key becomes "done" after (a GET and a SET, not three commands).
+    durable = Durable()
+    a, b = FastDedupe(links[0], durable), FastDedupe(links[1], durable)
+    before = await _commands(links[0])
+    assert await a.has_seen("telegram:update:9") is False
+    assert await a.seen("telegram:update:9") is False
+    assert await _commands(links[0]) - before == 2
+    assert await links[0].client.get(a._key("telegram:update:9")) == DONE
+    assert await b.seen("telegram:update:9") is True  # a repeat elsewhere: Redis alone
+    assert durable.writes == 1
+    before = await _commands(links[0])
+    assert await a.seen("telegram:update:10") is False  # no peek: the pending path
+    assert await _commands(links[0]) - before == 2  # SET NX GET, SET XX
+    assert await a.has_seen("telegram:update:10") is True
+
+
+async def test_a_peeked_key_the_database_refuses_or_already_holds_stays_out_of_redis(
+    links: tuple[RedisLink, RedisLink],
+) -> None:
+    durable = Durable()
+    dedupe = FastDedupe(links[0], durable)
+    assert await dedupe.has_seen("a") is False
+    durable.fail = True
+    with pytest.raises(ConnectionError):
+        await dedupe.seen("a")
+    durable.fail = False
+    assert await links[0].client.get(dedupe._key("a")) is None
+    assert await dedupe.seen("a") is False  # the redelivery is a first sight
+    assert await dedupe.has_seen("b") is False
+    durable.keys.add("b")  # recorded meanwhile by a first writer elsewhere (it may still forget)
+    assert await dedupe.seen("b") is True
+    assert await links[0].client.get(dedupe._key("b")) is None  # its writer's "done" to set
+
+
+async def test_a_peek_that_found_a_pending_key_leaves_the_record_on_the_pending_path(
+    links: tuple[RedisLink, RedisLink],
+) -> None:
+    durable = Durable()
+    dedupe = FastDedupe(links[0], durable)
+    fast_key = dedupe._key("k")
+    await links[0].client.set(fast_key, PENDING)  # another process's first sight, in flight
+    assert await dedupe.has_seen("k") is False
+    durable.keys.add("k")  # that first sight landed
+    assert await dedupe.seen("k") is True
+    assert await links[0].client.get(fast_key) == PENDING  # not this caller's to change

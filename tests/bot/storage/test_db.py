@@ -16,6 +16,7 @@ from bot.storage import Database, SqlSessionStore, StorageError, head_revision, 
 from bot.storage.models import Base
 from tests.bot.storage.storage_fixtures import _append
 from tests.storage_support import Backend
+from tests.waiting import wait_until
 
 TABLES = {
     "sessions",
@@ -146,3 +147,46 @@ async def test_concurrent_start_up_migrates_once(backend: Backend) -> None:
         await database.aclose()
     async with await backend.open() as db, db.engine.connect() as conn:
         assert await conn.run_sync(_revision) == head_revision()
+
+
+async def test_connections_the_server_closed_are_replaced_without_a_failed_request(
+    backend: Backend,
+) -> None:
+    # A Postgres restart (here: its backends terminated) leaves the pool holding dead
+    # connections; the next requests must get live ones, not an error, and without a ping
+    # round trip per checkout (_replace_if_closed asks asyncpg, which saw the close).
+    if backend.name != "postgres":
+        pytest.skip("SQLite files are not closed by a server")
+
+    def backend_pid(conn: Connection) -> int:
+        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+    async with await backend.open() as db, db.engine.connect() as admin:
+
+        async def pid_held_a_moment() -> int:
+            async with db.engine.connect() as conn:
+                pid = await conn.run_sync(backend_pid)
+                await asyncio.sleep(0.05)  # held: the others open connections of their own
+                return pid
+
+        pids = set(await asyncio.gather(*(pid_held_a_moment() for _ in range(3))))
+        assert len(pids) == 3  # pooled now, the admin connection not among them
+        listed = ", ".join(map(str, pids))
+        killed = await admin.exec_driver_sql(
+            f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid IN ({listed})"
+        )
+        assert killed.scalar_one() == 3
+        await admin.commit()
+
+        async def gone() -> bool:
+            found = await admin.exec_driver_sql(
+                f"SELECT count(*) FROM pg_stat_activity WHERE pid IN ({listed})"
+            )
+            await admin.commit()
+            return found.scalar_one() == 0
+
+        await wait_until(gone, what="the terminated backends to exit")
+        await asyncio.sleep(0.05)  # the event loop reads their closed sockets
+        for _ in range(4):  # every pooled connection is handed out once more
+            assert await db.run_read(backend_pid) not in pids
+            assert await db.run_write(backend_pid) not in pids
