@@ -138,15 +138,34 @@ class Database:
         self._wrote()
         return result
 
+    async def run_statement(self, work: Callable[[Connection], T], *, urgent: bool = False) -> T:
+        """Like :meth:`run_write` for a ``work`` that executes **one** statement. On Postgres
+        that statement runs as its own transaction (autocommit), which is just as atomic and
+        saves the ``BEGIN`` and ``COMMIT`` round trips; work with two statements would lose its
+        atomicity here: give it to :meth:`run_write`."""
+        if self._dialect == "postgresql":
+            return await self._autocommit(work)
+        return await self.run_write(work, urgent=urgent)
+
     async def _engine_transaction(self, work: Callable[[Connection], T]) -> T:
         async with self.engine.begin() as conn:
             return await conn.run_sync(work)
 
+    async def _autocommit(self, work: Callable[[Connection], T]) -> T:
+        async with self.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            return await conn.run_sync(work)
+
     async def run_read(self, work: Callable[[Connection], T]) -> T:
         """``work`` with a connection, for the reply path's reads: on a SQLite file in one hop
-        to the read lane's thread (``lane.py``), elsewhere through the async engine."""
+        to the read lane's thread (``lane.py``), elsewhere through the async engine. On
+        Postgres without a transaction around it: each statement sees the data committed
+        before it, as it would in a (read committed) transaction, and the ``BEGIN`` and the
+        ``ROLLBACK`` cost two round trips a read."""
         if self._reads is not None:
             return await self._reads.read(work)
+        if self._dialect == "postgresql":
+            return await self._autocommit(work)
         async with self.engine.connect() as conn:
             return await conn.run_sync(work)
 

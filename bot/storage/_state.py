@@ -36,7 +36,7 @@ class SqlChannelState:
     async def set(self, channel: str, key: str, value: str) -> None:
         params = {"channel": channel, "key": key, "value": value, "updated_at": utcnow()}
         statement = _set_state(self._db.dialect)
-        await self._db.run_write(lambda conn: conn.execute(statement, params).close())
+        await self._db.run_statement(lambda conn: conn.execute(statement, params).close())
 
 
 class SqlDedupeStore:
@@ -53,7 +53,7 @@ class SqlDedupeStore:
         """Record ``key``; True if it was already recorded. Atomic across processes."""
         # Urgent: commands and adapters' update keys are recorded before the platform's ack.
         statement, params = mark_seen(self._db.dialect), seen_params(key)
-        inserted = await self._db.run_write(
+        inserted = await self._db.run_statement(
             lambda conn: conn.execute(statement, params).rowcount, urgent=True
         )
         return inserted == 0

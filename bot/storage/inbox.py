@@ -76,7 +76,7 @@ class SqlInbox:
         """Store ``msg`` as ``queued`` (``running`` when it starts at once: one write less);
         returns its id."""
         statement, params = self._insert(msg, session_key, agent_id, running)
-        return await self._db.run_write(
+        return await self._db.run_statement(
             lambda conn: int(conn.execute(statement, params).scalar_one())
         )
 
@@ -169,7 +169,7 @@ class SqlInbox:
             .where(InboxRow.id == entry_id, InboxRow.owner == self.owner)
             .values(lease_until=utcnow() + self.lease)
         )
-        confirmed = await self._db.run_write(lambda conn: conn.execute(statement).rowcount)
+        confirmed = await self._db.run_statement(lambda conn: conn.execute(statement).rowcount)
         return confirmed > 0
 
     async def add_part(
@@ -230,7 +230,7 @@ class SqlInbox:
                 updated_at=utcnow(),
             )
         )
-        await self._db.run_write(lambda conn: conn.execute(statement).close())
+        await self._db.run_statement(lambda conn: conn.execute(statement).close())
 
     async def release_queued(self) -> int:
         """Give back what this process holds but never started (a clean stop of one process
@@ -240,7 +240,7 @@ class SqlInbox:
             .where(InboxRow.owner == self.owner, InboxRow.state == InboxState.QUEUED.value)
             .values(owner=None, lease_until=None, updated_at=utcnow())
         )
-        released: int = await self._db.run_write(lambda conn: conn.execute(statement).rowcount)
+        released: int = await self._db.run_statement(lambda conn: conn.execute(statement).rowcount)
         return released
 
     async def take_over(self, *, all_owners: bool = True) -> list[InboxEntry]:
@@ -298,7 +298,7 @@ class SqlInbox:
         now = utcnow()
         params = {"key": session_key, "me": self.owner, "now": now, "until": now + self.lease}
         statement = _claim_statement()
-        rows = await self._db.run_write(lambda conn: conn.execute(statement, params).all())
+        rows = await self._db.run_statement(lambda conn: conn.execute(statement, params).all())
         return sorted((entry_of(row) for row in rows), key=lambda entry: entry.id)
 
     async def renew_leases(self) -> int:
@@ -391,7 +391,9 @@ class SqlInbox:
         params = {k: v for k, v in values.items() if v is not INCREMENT}
         statement = _update_entry(tuple(k for k, v in values.items() if v is INCREMENT))
         params.update(entry_id=entry_id, me=self.owner)
-        changed = await self._db.run_write(lambda conn: conn.execute(statement, params).rowcount)
+        changed = await self._db.run_statement(
+            lambda conn: conn.execute(statement, params).rowcount
+        )
         return changed > 0
 
 

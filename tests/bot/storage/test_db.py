@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +191,33 @@ async def test_connections_the_server_closed_are_replaced_without_a_failed_reque
         for _ in range(4):  # every pooled connection is handed out once more
             assert await db.run_read(backend_pid) not in pids
             assert await db.run_write(backend_pid) not in pids
+
+
+async def test_one_statement_writes_and_reads_skip_the_transaction_round_trips_on_postgres(
+    db: Database,
+) -> None:
+    # run_statement and run_read need no BEGIN ... COMMIT/ROLLBACK around them on Postgres
+    # (two round trips each); run_write keeps its transaction. Either way the write is there.
+    def in_transaction(conn: Connection) -> bool:
+        driver = conn.connection.dbapi_connection.driver_connection  # type: ignore[union-attr]
+        return bool(driver.is_in_transaction())
+
+    def write(key: str) -> Callable[[Connection], bool]:
+        def work(conn: Connection) -> bool:
+            conn.exec_driver_sql(
+                "INSERT INTO channel_state (channel, key, value, updated_at) "
+                f"VALUES ('t', '{key}', 'v', CURRENT_TIMESTAMP)"
+            )
+            return in_transaction(conn) if db.dialect == "postgresql" else True
+
+        return work
+
+    def count(conn: Connection) -> int:
+        return int(conn.exec_driver_sql("SELECT count(*) FROM channel_state").scalar_one())
+
+    assert await db.run_write(write("a")) is True
+    postgres = db.dialect == "postgresql"
+    assert await db.run_statement(write("b")) is (not postgres)
+    assert await db.run_read(count) == 2
+    if postgres:
+        assert await db.run_read(in_transaction) is False
