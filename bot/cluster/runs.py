@@ -2,12 +2,17 @@
 
 Each process keeps its own runs (a :class:`~bot.pipeline.run_registry.LocalRunRegistry`) and mirrors
 them into Redis: a hash per process (``<prefix>:runs:<process>``, expiring a lease after the
-process stops refreshing it) and events on the ``<prefix>:runs`` channel. Every process keeps
-an in-memory view of the other processes' runs from those events, resynchronised from the
-hashes every third of a lease (a missed event, a restarted Redis, a dead process), so the
-gateway's synchronous ``runs_of`` sees every run of a session with its requester and applies
-the same permission rules as for a local one. Stopping a run of another process publishes an
-``abort`` that its owner carries out on its local registry.
+process stops refreshing it). Every process keeps an in-memory view of the other processes'
+runs, read from those hashes every third of a lease and, above all, right before a ``/stop``
+or ``/stopall`` looks at it (:meth:`ClusterRunRegistry.refresh`, one script), so the gateway's
+synchronous ``runs_of`` sees every run of a session with its requester and applies the same
+permission rules as for a local one. Stopping a run of another process publishes an ``abort``
+on the ``<prefix>:runs`` channel that its owner carries out on its local registry.
+
+Runs start and end far more often than anybody stops one: an event per start and end on that
+channel, delivered to every process, cost each reply 2 x N deliveries (issue 33), so the view
+is read when a stop needs it instead of being kept current. A process that leaves still
+publishes ``gone``; the ``add`` and ``del`` events of an older version are still applied.
 """
 
 from __future__ import annotations
@@ -70,8 +75,8 @@ return found
 
 def _without_unseen_runs(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``ops`` without the runs that ended before their "add" was sent: no process could have
-    seen them, so neither their record nor their two events are of use to anybody (a ``/stop``
-    elsewhere reads what was sent, and these were never sent)."""
+    seen them, so their record is of use to nobody (a ``/stop`` elsewhere reads what was sent,
+    and these were never sent)."""
     added = {op["run"]["run_id"] for op in ops if op["op"] == "add"}
     ended = {op["run_id"] for op in ops if op["op"] == "del" and op["run_id"] in added}
     if not ended:
@@ -119,8 +124,19 @@ class ClusterRunRegistry:
         self._read_records = link.client.register_script(_READ_RECORDS)
         self._written = True
         """A record was written (or may have been) since the last rewrite of the hash."""
+        self._resyncing = asyncio.Lock()
 
     # -- RunRegistry -----------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Read the other processes' runs now: a stop is about to look at them. With Redis
+        unreachable the last view stays (a stop elsewhere could not be delivered anyway)."""
+        try:
+            await self._resync()
+        except Exception as exc:
+            stop_if_cancelled(exc)
+            self.link.mark(False, exc)
+            log.warning("cluster.runs_refresh_failed", error=repr(exc))
 
     def register(self, run: ActiveRun) -> None:
         self.local.register(run)
@@ -255,7 +271,7 @@ class ClusterRunRegistry:
                 pipe.hset(self.hash_key, mapping=records)
                 pipe.pexpire(self.hash_key, self._lease_ms())
                 pipe.sadd(self.directory, self.link.process_id)
-        if op["op"] != "sync":
+        if op["op"] not in ("sync", "add", "del"):
             pipe.publish(self.channel, json.dumps(op))
 
     async def _refresh(self) -> None:
@@ -274,6 +290,10 @@ class ClusterRunRegistry:
 
     async def _resync(self) -> None:
         """Rebuild the view of other processes' runs from their hashes."""
+        async with self._resyncing:  # a stop's and the timer's: one journal at a time
+            await self._read_view()
+
+    async def _read_view(self) -> None:
         self._journal = []
         try:
             found: dict[str, RemoteRun] = {}

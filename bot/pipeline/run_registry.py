@@ -35,6 +35,9 @@ class ActiveRun:
 
 
 class RunRegistry(Protocol):
+    async def refresh(self) -> None:
+        """Bring the view of other processes' runs up to date before a stop reads it."""
+
     def register(self, run: ActiveRun) -> None: ...
     def unregister(self, run_id: str) -> None: ...
     def runs_of(self, session_key: str) -> list[ActiveRun]: ...
@@ -80,6 +83,9 @@ def _requester(child: ChildRun) -> str:
 class LocalRunRegistry:
     def __init__(self) -> None:
         self._runs: dict[str, ActiveRun] = {}
+
+    async def refresh(self) -> None:
+        """Every run is here: nothing to bring up to date."""
 
     def register(self, run: ActiveRun) -> None:
         self._runs[run.run_id] = run

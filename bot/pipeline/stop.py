@@ -42,6 +42,7 @@ class StopService:
         bot = self.config.bot
         admin = await is_admin(self.config, msg, channel)
         sender = msg.sender.id
+        await self.registry.refresh()
         runs = self.registry.runs_of(key)
         allowed = [run for run in runs if admin or run.requester_id == sender]
         if everything:
