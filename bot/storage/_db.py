@@ -98,6 +98,9 @@ class Database:
         self.trace_writer = TraceWriter(self)
         """Traces are written behind the runs (``bot/storage/_trace_writer.py``)."""
         self._flushes: list[Callable[[], Awaitable[None]]] = []
+        # The same pool; its connections are set to autocommit at checkout (an attribute on
+        # asyncpg's side, no round trip) and set back when they return.
+        self._autocommit_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @asynccontextmanager
     async def write(self, *, urgent: bool = False) -> AsyncIterator[AsyncSession]:
@@ -152,8 +155,7 @@ class Database:
             return await conn.run_sync(work)
 
     async def _autocommit(self, work: Callable[[Connection], T]) -> T:
-        async with self.engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with self._autocommit_engine.connect() as conn:
             return await conn.run_sync(work)
 
     async def run_read(self, work: Callable[[Connection], T]) -> T:

@@ -29,9 +29,9 @@ from bot.storage._inbox_entry import (
     entry_of,
     message_to_json,
 )
-from bot.storage._sql import clean, clean_optional, table_of
+from bot.storage._sql import clean, clean_optional, dialect_insert, table_of
 from bot.storage._state import mark_seen, seen_params
-from bot.storage.models import InboxRow, utcnow
+from bot.storage.models import InboxRow, ProcessedMessageRow, utcnow
 from channels import InboundMessage
 
 __all__ = ["EntryTakenOver", "InboxEntry", "InboxState", "SqlInbox", "process_owner"]
@@ -41,6 +41,43 @@ INCREMENT = object()
 """A value of :meth:`SqlInbox._update`: add one to the column."""
 _TABLE = table_of(InboxRow)
 _INSERT_ENTRY = insert(_TABLE).returning(_TABLE.c.id)
+_ENTRY_COLUMNS = (
+    "answer",
+    "session_key",
+    "agent_id",
+    "channel",
+    "message",
+    "state",
+    "attempts",
+    "parts",
+    "received_at",
+    "created_at",
+    "updated_at",
+    "owner",
+    "lease_until",
+)
+"""What :meth:`SqlInbox._insert` gives a new entry."""
+
+
+@cache
+def _accept_statement() -> Executable:
+    """Postgres: the dedupe record and the entry in one statement (a data-modifying CTE), so
+    in one round trip instead of four (``BEGIN``, two inserts, ``COMMIT``); just as atomic.
+    The entry is inserted only when the record was: no row back means a redelivery."""
+    processed = table_of(ProcessedMessageRow)
+    seen = (
+        dialect_insert("postgresql", processed)
+        .values(key=bindparam("seen_key"), created_at=bindparam("seen_at"))
+        .on_conflict_do_nothing(index_elements=[processed.c.key])
+        .returning(processed.c.key)
+        .cte("seen")
+    )
+    entry = select(*(bindparam(name, type_=_TABLE.c[name].type) for name in _ENTRY_COLUMNS))
+    return (
+        insert(_TABLE)
+        .from_select(list(_ENTRY_COLUMNS), entry.select_from(seen))
+        .returning(_TABLE.c.id)
+    )
 
 
 def _held_by_or_free(owner: Any) -> Any:
@@ -128,6 +165,13 @@ class SqlInbox:
         to deliver, without a run (a notice the service itself sends)."""
         seen, seen_with = mark_seen(self._db.dialect), seen_params(dedupe_key)
         insert, params = self._insert(msg, session_key, agent_id, running and owned, owned, answer)
+        if self._db.dialect == "postgresql":
+            params.update(seen_key=seen_with["key"], seen_at=seen_with["created_at"])
+            statement = _accept_statement()
+            stored = await self._db.run_statement(
+                lambda conn: conn.execute(statement, params).scalar_one_or_none()
+            )
+            return None if stored is None else int(stored)
 
         def accept(conn: Connection) -> int | None:
             if not conn.execute(seen, seen_with).rowcount:

@@ -230,6 +230,44 @@ async def test_claims_go_session_by_session_and_a_lapsed_holder_lets_go(db: Data
     assert await peer.claim_session(busy_key) == []
 
 
+async def test_accept_stores_once_per_key_and_nothing_when_the_entry_fails(db: Database) -> None:
+    """The dedupe record and the entry go together (one statement on Postgres, a transaction
+    on SQLite): a redelivery stores nothing, an entry that can't be stored records no key."""
+    inbox = SqlInbox(db, owner="p")
+    msg = message("hi", message_id="acc-1")
+    first = await inbox.accept(
+        msg, dedupe_key="acc:1", session_key=KEY, agent_id="main", running=True
+    )
+    assert first is not None
+    again = await inbox.accept(msg, dedupe_key="acc:1", session_key=KEY, agent_id="main")
+    assert again is None
+    entry = await inbox.get(first)
+    assert entry is not None
+    assert (entry.state, entry.owner, entry.message.text) == (InboxState.RUNNING, "p", "hi")
+    unowned = await inbox.accept(
+        message("later", message_id="acc-2"),
+        dedupe_key="acc:2",
+        session_key=KEY,
+        agent_id="main",
+        running=True,
+        owned=False,
+    )
+    assert unowned is not None
+    entry = await inbox.get(unowned)
+    assert entry is not None and (entry.state, entry.owner) == (InboxState.QUEUED, None)
+    # Postgres refuses the entry's agent id (longer than its column) after the record was
+    # inserted in the same statement; SQLite checks no length, but can't bind a dict.
+    refused: object = "a" * 65 if db.dialect == "postgresql" else {"not": "a string"}
+    with pytest.raises(Exception, match=r"(?i)too long|not supported"):
+        await inbox.accept(
+            message("x", message_id="acc-3"),
+            dedupe_key="acc:3",
+            session_key=KEY,
+            agent_id=refused,  # type: ignore[arg-type]
+        )
+    assert not await SqlDedupeStore(db).has_seen("acc:3")
+
+
 async def test_retry_forgets_the_old_answer_and_prune_keeps_recent(db: Database) -> None:
     inbox = SqlInbox(db, owner="p")
     entry_id = await inbox.add(message("x"), session_key=KEY, agent_id="main")
