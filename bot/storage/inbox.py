@@ -106,6 +106,10 @@ class SqlInbox:
         self.lease = timedelta(seconds=lease_seconds)
         self.shared = False
         """Other processes claim entries of this inbox too (``bot/cluster/work.py``)."""
+        self._leases: dict[int, datetime] = {}
+        """The lease end this process last wrote for each entry it holds. Another process
+        takes an entry only once its lease ran out, so within the first half of it a
+        :meth:`confirm` needs no round trip."""
 
     async def add(
         self, msg: InboundMessage, *, session_key: str, agent_id: str, running: bool = False
@@ -113,9 +117,11 @@ class SqlInbox:
         """Store ``msg`` as ``queued`` (``running`` when it starts at once: one write less);
         returns its id."""
         statement, params = self._insert(msg, session_key, agent_id, running)
-        return await self._db.run_statement(
+        entry_id = await self._db.run_statement(
             lambda conn: int(conn.execute(statement, params).scalar_one())
         )
+        self._leases[entry_id] = params["lease_until"]
+        return entry_id
 
     def _insert(
         self,
@@ -171,14 +177,20 @@ class SqlInbox:
             stored = await self._db.run_statement(
                 lambda conn: conn.execute(statement, params).scalar_one_or_none()
             )
-            return None if stored is None else int(stored)
+            return None if stored is None else self._stored(int(stored), params["lease_until"])
 
         def accept(conn: Connection) -> int | None:
             if not conn.execute(seen, seen_with).rowcount:
                 return None
             return int(conn.execute(insert, params).scalar_one())
 
-        return await self._db.run_write(accept, urgent=True)
+        entry_id = await self._db.run_write(accept, urgent=True)
+        return None if entry_id is None else self._stored(entry_id, params["lease_until"])
+
+    def _stored(self, entry_id: int, lease_until: datetime | None) -> int:
+        if lease_until is not None:
+            self._leases[entry_id] = lease_until
+        return entry_id
 
     async def start(self, entry_id: int) -> bool:
         """``running``, owned by this process under a lease. False when another process has
@@ -207,13 +219,27 @@ class SqlInbox:
     async def confirm(self, entry_id: int) -> bool:
         """Whether this process still holds the entry (extending its lease): asked before an
         answer goes out when several processes share the inbox, so a process that lost its
-        lease while the model was answering does not send what the new holder sends too."""
+        lease while the model was answering does not send what the new holder sends too.
+
+        Within the first half of the lease this process last wrote for the entry, the answer
+        is yes without asking: nobody takes an entry before its lease ran out (by their clock:
+        hosts' clocks must agree within half a lease). A process that stalled, or whose last
+        write is older, asks the database."""
+        now = utcnow()
+        held_until = self._leases.get(entry_id)
+        if held_until is not None and held_until - now > self.lease / 2:
+            return True
+        until = now + self.lease
         statement = (
             update(InboxRow)
             .where(InboxRow.id == entry_id, InboxRow.owner == self.owner)
-            .values(lease_until=utcnow() + self.lease)
+            .values(lease_until=until)
         )
         confirmed = await self._db.run_statement(lambda conn: conn.execute(statement).rowcount)
+        if confirmed:
+            self._leases[entry_id] = until
+        else:
+            self._leases.pop(entry_id, None)
         return confirmed > 0
 
     async def add_part(
@@ -275,6 +301,7 @@ class SqlInbox:
             )
         )
         await self._db.run_statement(lambda conn: conn.execute(statement).close())
+        self._leases.pop(entry_id, None)
 
     async def release_queued(self) -> int:
         """Give back what this process holds but never started (a clean stop of one process
@@ -307,6 +334,7 @@ class SqlInbox:
                     .where(InboxRow.id.in_(ids))
                     .values(owner=self.owner, lease_until=now + self.lease)
                 )
+        self._leases.update(dict.fromkeys(ids, now + self.lease))
         return [entry_of(row) for row in rows]
 
     def _claimable(self, now: datetime) -> Any:
@@ -340,21 +368,28 @@ class SqlInbox:
         cluster answers, and the ORM session's three statements were the largest part of what
         the cluster added to a reply's CPU (docs/scaling.md, "Cost of the cluster")."""
         now = utcnow()
-        params = {"key": session_key, "me": self.owner, "now": now, "until": now + self.lease}
+        until = now + self.lease
+        params = {"key": session_key, "me": self.owner, "now": now, "until": until}
         statement = _claim_statement()
         rows = await self._db.run_statement(lambda conn: conn.execute(statement, params).all())
-        return sorted((entry_of(row) for row in rows), key=lambda entry: entry.id)
+        entries = sorted((entry_of(row) for row in rows), key=lambda entry: entry.id)
+        self._leases.update(dict.fromkeys((entry.id for entry in entries), until))
+        return entries
 
     async def renew_leases(self) -> int:
         """Extend the lease of everything this process holds; returns how many."""
-        async with self._db.write() as s:
-            result = await s.execute(
-                update(InboxRow)
-                .where(InboxRow.owner == self.owner, InboxRow.state.in_([s.value for s in PENDING]))
-                .values(lease_until=utcnow() + self.lease)
-            )
-        renewed: int = result.rowcount  # type: ignore[attr-defined]
-        return renewed
+        until = utcnow() + self.lease
+        statement = (
+            update(InboxRow)
+            .where(InboxRow.owner == self.owner, InboxRow.state.in_([s.value for s in PENDING]))
+            .values(lease_until=until)
+            .returning(InboxRow.id)
+        )
+        renewed = await self._db.run_statement(lambda conn: list(conn.execute(statement).scalars()))
+        # Only what the database renewed: an entry taken over meanwhile keeps its old end.
+        for entry_id in renewed:
+            self._leases[entry_id] = until
+        return len(renewed)
 
     async def get(self, entry_id: int) -> InboxEntry | None:
         async with self._db.sessionmaker() as s:
@@ -438,6 +473,10 @@ class SqlInbox:
         changed = await self._db.run_statement(
             lambda conn: conn.execute(statement, params).rowcount
         )
+        if not changed or ("lease_until" in values and values["lease_until"] is None):
+            self._leases.pop(entry_id, None)  # taken over, ended or given back
+        elif values.get("lease_until") is not None:
+            self._leases[entry_id] = values["lease_until"]
         return changed > 0
 
 

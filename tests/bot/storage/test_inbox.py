@@ -22,6 +22,7 @@ from bot.app import Loopgate
 from bot.config import Config
 from bot.pipeline.chunking import render_chunks
 from bot.storage import Database, SqlDedupeStore, open_database
+from bot.storage import inbox as inbox_module
 from bot.storage.inbox import InboxEntry, InboxState, SqlInbox
 from bot.storage.models import InboxRow, utcnow
 from channels import ChatRef, ChatType, InboundMessage, NotAccepted, Sender
@@ -228,6 +229,37 @@ async def test_claims_go_session_by_session_and_a_lapsed_holder_lets_go(db: Data
         owned=False,
     )
     assert await peer.claim_session(busy_key) == []
+
+
+async def test_a_confirm_early_in_the_lease_is_answered_without_the_database(
+    db: Database,
+) -> None:
+    """Nobody takes an entry before its lease ran out, so within the first half of the lease
+    this process wrote, confirm trusts it; later (a long run, a stall) it asks the database,
+    which also says when the entry was taken over meanwhile."""
+
+    async def hand_to(entry_id: int, owner: str) -> None:  # behind the holder's back
+        async with db.write() as s:
+            await s.execute(update(InboxRow).where(InboxRow.id == entry_id).values(owner=owner))
+
+    holder = SqlInbox(db, owner="holder", lease_seconds=60)
+    entry = await holder.add(message("a", message_id="c-1"), session_key=KEY, agent_id="main")
+    assert await holder.start(entry)
+    await hand_to(entry, "elsewhere")
+    assert await holder.confirm(entry)  # 60 s left of its lease: no round trip
+    assert not await holder.save_answer(entry, "x")  # a write still checks, and tells
+    assert not await holder.confirm(entry)  # from then on the database answers
+
+    stalled = SqlInbox(db, owner="stalled", lease_seconds=60)
+    taken = await stalled.add(message("b", message_id="c-2"), session_key=KEY, agent_id="main")
+    assert await stalled.confirm(taken)
+    stalled.lease = timedelta(seconds=-1)  # as if its last write were older than the lease
+    assert await stalled.renew_leases() == 1
+    await hand_to(taken, "elsewhere")
+    assert not await stalled.confirm(taken)
+    assert await stalled.renew_leases() == 0  # what was taken is not renewed, nor trusted
+    stalled.lease = timedelta(seconds=60)
+    assert not await stalled.confirm(taken)
 
 
 async def test_accept_stores_once_per_key_and_nothing_when_the_entry_fails(db: Database) -> None:
@@ -443,7 +475,7 @@ async def test_a_shutdown_waits_for_the_chunk_being_sent(tmp_path: Path, llm: Fa
 
 
 async def test_a_process_that_lost_its_entry_meanwhile_sends_nothing(
-    tmp_path: Path, llm: FakeLLM
+    tmp_path: Path, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Several processes: while the model answered, another process took the entry over (this
     one had stalled past its lease). The answer is not sent here; the entry stays the other's."""
@@ -462,6 +494,10 @@ async def test_a_process_that_lost_its_entry_meanwhile_sends_nothing(
                 .where(InboxRow.id == entry.id)
                 .values(owner="peer", lease_until=utcnow() + timedelta(minutes=1))
             )
+        # The stall: when this process resumes, its lease is over. Within the first half of
+        # it, it would rightly trust that nobody took the entry (SqlInbox.confirm).
+        later = utcnow() + app.inbox.lease
+        monkeypatch.setattr(inbox_module, "utcnow", lambda: later)
         with capture_logs() as logs:
             await asyncio.wait_for(done, 5)
         assert dm.texts() == []
