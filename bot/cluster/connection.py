@@ -44,14 +44,15 @@ def process_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-def stop_if_cancelled(error: BaseException) -> None:
-    """For the ``except Exception`` of a background loop: re-raise as a cancellation when this
-    task was asked to stop meanwhile.
+def stop_if_cancelled(error: BaseException | None = None) -> None:
+    """For the ``except Exception`` of a background loop, and the top of each of its rounds:
+    re-raise as a cancellation when this task was asked to stop meanwhile.
 
-    A cancellation can come back from a Redis call as another error (Python 3.11's
-    ``asyncio.wait_for`` and a client tearing its connection down mid-command both can), and a
-    loop that logs errors and goes on would then never end: its owner's ``aclose`` waited for it
-    forever (seen once in CI, a cluster test's teardown hung on ``cluster:runs-refresh``).
+    A cancellation can come back from a Redis call as another error (a client tearing its
+    connection down mid-command), or not at all (Python 3.11's ``asyncio.wait_for`` returns the
+    result when it arrives with the cancellation), and a loop that logs errors and goes on
+    would then never end: its owner's ``aclose`` waited for it forever (seen in CI twice, a
+    cluster test's teardown hung on ``cluster:runs-refresh``, cancelling yet asleep again).
     """
     task = asyncio.current_task()
     if task is not None and task.cancelling():
@@ -97,6 +98,7 @@ class RedisLink:
 
     async def _watch_health(self) -> None:
         while True:
+            stop_if_cancelled()
             await asyncio.sleep(PING_EVERY)
             try:
                 await asyncio.wait_for(self.client.ping(), timeout=PING_EVERY * 2)
@@ -115,11 +117,13 @@ class RedisLink:
         """Deliver every message of ``channel`` until cancelled, subscribing again after a
         Redis failure; ``on_subscribed`` runs after each (re)subscription."""
         while True:
+            stop_if_cancelled()
             pubsub: PubSub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(channel)
                 await on_subscribed()
                 while True:
+                    stop_if_cancelled()
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None and message.get("type") == "message":
                         on_message(message["data"])

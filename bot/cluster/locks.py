@@ -39,6 +39,7 @@ class RedisLease:
     async def _renew(self) -> None:
         lease_ms = int(self.link.lease_seconds * 1000)
         while True:
+            stop_if_cancelled()
             await asyncio.sleep(self.link.lease_seconds / 3)
             try:
                 client = self.link.client

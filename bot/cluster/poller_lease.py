@@ -79,6 +79,7 @@ class PollerLease:
                 stop_if_cancelled(exc)
                 # Still ours until the lease would have run out in Redis; holds() says so.
                 self.link.mark(False, exc)
+            stop_if_cancelled()
             await asyncio.sleep(self.link.lease_seconds / 3 if self.holds() else self._retry_every)
 
     def abandon(self) -> None:

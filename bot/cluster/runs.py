@@ -223,6 +223,7 @@ class ClusterRunRegistry:
         # One writer, so a run's "add" always reaches Redis before its "del". It sends what
         # has queued up meanwhile in one round trip (under load, several runs' events).
         while True:
+            stop_if_cancelled()
             ops = [await self._ops.get()]
             while not self._ops.empty():
                 ops.append(self._ops.get_nowait())
@@ -276,6 +277,7 @@ class ClusterRunRegistry:
 
     async def _refresh(self) -> None:
         while True:
+            stop_if_cancelled()
             await asyncio.sleep(self.link.lease_seconds / 3)
             # With no run here since the last rewrite there is nothing to rewrite: an idle
             # process sends only the resync's one script.

@@ -235,6 +235,7 @@ class ClusterWork:
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while True:
+            stop_if_cancelled()
             next_at += every
             await asyncio.sleep(max(0.0, next_at - loop.time()))
             try:

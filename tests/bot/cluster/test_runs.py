@@ -6,6 +6,7 @@ process says it is gone, or when its record expires; bad events and records are 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
@@ -297,3 +298,35 @@ async def test_a_resync_reads_the_listed_processes_records_only(
         assert a.link.process_id.encode() not in listed
     finally:
         await client.aclose()
+
+
+async def test_the_refresh_loop_ends_when_a_call_swallowed_its_cancellation(
+    stack: AsyncExitStack, redis_prefix: str
+) -> None:
+    # Python 3.11's wait_for returns a result that arrives with the cancellation and drops the
+    # cancellation: the loop must still end (a CI teardown hung on cluster:runs-refresh).
+    registry = await process(stack, redis_prefix, lease=0.3)  # a resync every 0.1 s
+    calls = 0
+    waiting = asyncio.Event()
+    swallow = True
+
+    async def resync() -> None:
+        nonlocal calls
+        calls += 1
+        waiting.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            if not swallow:
+                raise
+
+    registry._resync = resync  # type: ignore[method-assign]
+    await waiting.wait()
+    [task] = [t for t in registry._tasks if t.get_name() == "cluster:runs-refresh"]
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=2.0)
+    if not done:  # so that the teardown's aclose ends and the test fails instead of hanging
+        swallow = False
+        task.cancel()
+    assert done and task.cancelled()
+    assert calls == 1
