@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -51,17 +52,27 @@ async def start_server(
     port: int | None = None,
     stderr: int | IO[bytes] = asyncio.subprocess.PIPE,
     timeout: float = 20,
+    sigint_ignored: bool | None = None,
 ) -> tuple[asyncio.subprocess.Process, str]:
     """``loopgate serve [args]`` in a subprocess, once ``/healthz`` answers 200.
 
     ``stderr`` (the log) is a pipe by default; a long-running server should log to a file
-    instead, since a pipe nobody reads fills up and blocks it.
+    instead, since a pipe nobody reads fills up and blocks it. ``sigint_ignored``: start it
+    with SIGINT ignored (as a shell starts a background command) or not, whatever this
+    process inherited; None: as inherited.
     """
     port = port or free_port()
+    preexec = None
+    if sigint_ignored is not None:
+        disposition = signal.SIG_IGN if sigint_ignored else signal.SIG_DFL
+
+        def preexec() -> None:
+            signal.signal(signal.SIGINT, disposition)
+
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "serve", *args, "--port", str(port),
         cwd=tmp_path, env=clean_env(tmp_path),
-        stdout=asyncio.subprocess.DEVNULL, stderr=stderr,
+        stdout=asyncio.subprocess.DEVNULL, stderr=stderr, preexec_fn=preexec,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     loop = asyncio.get_running_loop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,6 +76,11 @@ def _load(path: Path | None) -> Config:
 
 
 def _serve(config: Config) -> int:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started as a shell's background command. uvicorn takes SIGINT all the same (a
+        # `kill -INT` drains and stops) and re-raises it at the end, which an ignored SIGINT
+        # would swallow: the exit would say 0 instead of "interrupted".
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _serve_on_loop(config)
     except KeyboardInterrupt:

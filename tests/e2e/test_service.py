@@ -145,10 +145,13 @@ class TestServeStartup:
         assert proc.returncode in (0, -signal.SIGTERM)
         assert "loopgate.stopped" in err.decode()
 
+    @pytest.mark.parametrize("ignored", [False, True], ids=["foreground", "started-ignoring"])
     async def test_ctrl_c_drains_closes_and_exits_130_without_a_traceback(
-        self, tmp_path: Path
+        self, tmp_path: Path, ignored: bool
     ) -> None:
-        proc, _ = await start_server(tmp_path)
+        # A shell starts a background command with SIGINT ignored; uvicorn still takes it (a
+        # `kill -INT` drains and stops), and the exit must still say "interrupted".
+        proc, _ = await start_server(tmp_path, sigint_ignored=ignored)
         proc.send_signal(signal.SIGINT)
         _, err = await asyncio.wait_for(proc.communicate(), 20)
         text = err.decode()
