@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from bot.cluster.connection import RedisLink, stop_if_cancelled
+from bot.cluster.connection import RedisLink, RedisState, stop_if_cancelled
 from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 
 log = structlog.get_logger(__name__)
@@ -130,7 +130,10 @@ class ClusterRunRegistry:
 
     async def refresh(self) -> None:
         """Read the other processes' runs now: a stop is about to look at them. With Redis
-        unreachable the last view stays (a stop elsewhere could not be delivered anyway)."""
+        unreachable the last view stays (a stop elsewhere could not be delivered anyway), and
+        while it is known to be down the stop does not wait for it."""
+        if self.link.state is not RedisState.OK:
+            return
         try:
             await self._resync()
         except Exception as exc:

@@ -386,9 +386,11 @@ class SqlInbox:
             .returning(InboxRow.id)
         )
         renewed = await self._db.run_statement(lambda conn: list(conn.execute(statement).scalars()))
-        # Only what the database renewed: an entry taken over meanwhile keeps its old end.
+        # Only what the database renewed: an entry taken over meanwhile keeps its old end, and
+        # one ended while this ran (no longer listed) is not listed again.
         for entry_id in renewed:
-            self._leases[entry_id] = until
+            if entry_id in self._leases:
+                self._leases[entry_id] = until
         return len(renewed)
 
     async def get(self, entry_id: int) -> InboxEntry | None:
