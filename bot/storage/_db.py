@@ -8,33 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import re
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
-    create_async_engine,
 )
-from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from bot.storage._checkpoints import WalCheckpoints
+from bot.storage._engine import create_engine, is_sqlite_memory, sqlite_pragmas
 from bot.storage._errors import StorageError
 from bot.storage._lane import SqliteLane
-from bot.storage._sql import dump_json
 from bot.storage._trace_writer import TraceWriter
 from bot.storage._writer import WriterQueue
 
@@ -46,18 +42,6 @@ T = TypeVar("T")
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/loopgate.db"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-SQLITE_BUSY_TIMEOUT_MS = 5_000
-# Each connection's page cache, in KiB (SQLite's default is 2,000). Six connections (the lanes'
-# three, the engine's pool) each kept their own copy of the hot pages, ~2 MiB of a Telegram-only
-# process's 100 MiB budget; the pages they drop stay in the OS page cache, a read away.
-SQLITE_CACHE_KIB = 256
-WAL_SWITCH_ATTEMPTS = 50
-POSTGRES_CONNECT_TIMEOUT_S = 10
-# Up to 15 connections per process, as SQLAlchemy's default (5 + 10), but 10 of them are kept
-# between bursts: 40 chats at once made the default open and close connections all the time, and
-# a new Postgres backend costs both sides a fork, a TLS probe and a cold catalog cache.
-POSTGRES_POOL_SIZE = 10
-POSTGRES_MAX_OVERFLOW = 5
 
 # Plain URLs people paste from elsewhere get the async driver this package ships with.
 _ASYNC_DRIVERS = {
@@ -242,10 +226,10 @@ async def open_database(
         if not _IDENTIFIER.fullmatch(schema):
             raise StorageError(f"invalid schema name {schema!r}")  # it is spliced into SQL
     try:
-        engine = _create_engine(parsed, schema)
+        engine = create_engine(parsed, schema)
     except Exception as exc:  # e.g. an unwritable data directory, bad driver arguments
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
-    apart = migrate_apart and not _is_sqlite_memory(parsed)
+    apart = migrate_apart and not is_sqlite_memory(parsed)
     try:
         if not await _migrate(engine, schema, apart=apart):
             await _migrate_in_child(url, schema)
@@ -253,11 +237,11 @@ async def open_database(
         await engine.dispose()
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
     lanes = None
-    if engine.dialect.name == "sqlite" and not _is_sqlite_memory(parsed):
+    if engine.dialect.name == "sqlite" and not is_sqlite_memory(parsed):
         lanes = (
-            SqliteLane(parsed, _sqlite_pragmas, "writes"),
+            SqliteLane(parsed, sqlite_pragmas, "writes"),
             # Two readers: one long history does not hold up every other chat's.
-            SqliteLane(parsed, _sqlite_pragmas, "reads", threads=2),
+            SqliteLane(parsed, sqlite_pragmas, "reads", threads=2),
         )
     db = Database(engine, async_sessionmaker(engine, expire_on_commit=False), lanes)
     log.info("storage.opened", url=db.safe_url, dialect=db.dialect, schema=schema)
@@ -278,95 +262,6 @@ def _parse(url: str) -> URL:
             "postgresql+asyncpg://"
         )
     return parsed
-
-
-def _is_sqlite_memory(url: URL) -> bool:
-    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-
-
-def _create_engine(url: URL, schema: str | None) -> AsyncEngine:
-    kwargs: dict[str, Any] = {
-        "json_serializer": dump_json,
-    }
-    if url.get_backend_name() == "sqlite":
-        if _is_sqlite_memory(url):
-            # Each new connection to :memory: is a new, empty database: share one.
-            kwargs["poolclass"] = StaticPool
-        else:
-            if url.database and not url.database.startswith("file:"):
-                Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            # Writers are queued by Database.write(); a few connections let reads go on
-            # meanwhile (WAL), and busy_timeout covers writers in other processes.
-            kwargs.update(pool_size=5, max_overflow=5)
-    else:
-        # Fail start-up within seconds on an unreachable host instead of asyncpg's 60 s.
-        connect_args: dict[str, Any] = {"timeout": POSTGRES_CONNECT_TIMEOUT_S}
-        if schema is not None:
-            connect_args["server_settings"] = {"search_path": schema}
-        kwargs.update(
-            pool_size=POSTGRES_POOL_SIZE,
-            max_overflow=POSTGRES_MAX_OVERFLOW,
-            connect_args=connect_args,
-        )
-    engine = create_async_engine(url, **kwargs)
-    if url.get_backend_name() == "sqlite":
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-    else:
-        event.listen(engine.sync_engine, "checkout", _replace_if_closed)
-    return engine
-
-
-def _replace_if_closed(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: Any) -> None:
-    """Replace a pooled connection the server has closed (a restart, an idle timeout) instead
-    of failing the request that would get it.
-
-    ``pool_pre_ping`` did that with a round trip per checkout, three on asyncpg (``BEGIN``,
-    ``;``, ``ROLLBACK``): a tenth of a cluster process's CPU. asyncpg notices a server's close
-    by itself, while the connection waits in the pool, so asking it costs nothing. Raising
-    ``DisconnectionError`` makes the pool discard the connection and hand out another.
-    """
-    if dbapi_connection.driver_connection.is_closed():
-        raise DisconnectionError("the server closed this pooled connection")
-
-
-def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
-    # WAL lets readers run while the bot writes; foreign_keys is off by default in SQLite and
-    # the ON DELETE CASCADE constraints need it; busy_timeout makes a second writer wait for
-    # the lock instead of failing at once with "database is locked".
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        _use_wal(cursor)
-        cursor.execute("PRAGMA foreign_keys=ON")
-        # NORMAL is durable in WAL mode except for the last commits on power loss (not on a
-        # process crash), and saves an fsync per transaction.
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        # Checkpoints run in the background (checkpoints.py), not inside a reply's commit.
-        cursor.execute("PRAGMA wal_autocheckpoint=0")
-        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
-    finally:
-        cursor.close()
-
-
-def _use_wal(cursor: Any) -> None:
-    """Switch to WAL (persistent) unless already done.
-
-    The switch wants an exclusive lock, and when several openers of a new database try it at
-    once SQLite refuses it at once ("database is locked") instead of waiting busy_timeout, to
-    avoid a deadlock. So: retry for a moment, and stop as soon as someone else switched it.
-    Only a brand-new database file ever gets here more than once.
-    """
-    for attempt in range(WAL_SWITCH_ATTEMPTS):
-        cursor.execute("PRAGMA journal_mode")
-        if str(cursor.fetchone()[0]).lower() == "wal":
-            return
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except Exception:
-            if attempt == WAL_SWITCH_ATTEMPTS - 1:
-                raise
-            time.sleep(0.01 + random.random() * 0.02)  # sync connect hook: start-up only
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

@@ -12,11 +12,10 @@ import os
 import socket
 import uuid
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
-from sqlalchemy.sql.expression import BindParameter, Executable
+from sqlalchemy import Connection, delete, func, or_, select, update
+from sqlalchemy.sql.expression import Executable
 
 from bot.redaction import redact
 from bot.storage._db import Database
@@ -29,9 +28,16 @@ from bot.storage._inbox_entry import (
     entry_of,
     message_to_json,
 )
-from bot.storage._sql import clean, clean_optional, dialect_insert, table_of
+from bot.storage._inbox_sql import (
+    INSERT_ENTRY,
+    accept_statement,
+    claim_statement,
+    held_by_or_free,
+    update_entry,
+)
+from bot.storage._sql import clean, clean_optional
 from bot.storage._state import mark_seen, seen_params
-from bot.storage.models import InboxRow, ProcessedMessageRow, utcnow
+from bot.storage.models import InboxRow, utcnow
 from channels import InboundMessage
 
 __all__ = ["EntryTakenOver", "InboxEntry", "InboxState", "SqlInbox", "process_owner"]
@@ -39,51 +45,6 @@ __all__ = ["EntryTakenOver", "InboxEntry", "InboxState", "SqlInbox", "process_ow
 DEFAULT_LEASE_SECONDS = 60.0
 INCREMENT = object()
 """A value of :meth:`SqlInbox._update`: add one to the column."""
-_TABLE = table_of(InboxRow)
-_INSERT_ENTRY = insert(_TABLE).returning(_TABLE.c.id)
-_ENTRY_COLUMNS = (
-    "answer",
-    "session_key",
-    "agent_id",
-    "channel",
-    "message",
-    "state",
-    "attempts",
-    "parts",
-    "received_at",
-    "created_at",
-    "updated_at",
-    "owner",
-    "lease_until",
-)
-"""What :meth:`SqlInbox._insert` gives a new entry."""
-
-
-@cache
-def _accept_statement() -> Executable:
-    """Postgres: the dedupe record and the entry in one statement (a data-modifying CTE), so
-    in one round trip instead of four (``BEGIN``, two inserts, ``COMMIT``); just as atomic.
-    The entry is inserted only when the record was: no row back means a redelivery."""
-    processed = table_of(ProcessedMessageRow)
-    seen = (
-        dialect_insert("postgresql", processed)
-        .values(key=bindparam("seen_key"), created_at=bindparam("seen_at"))
-        .on_conflict_do_nothing(index_elements=[processed.c.key])
-        .returning(processed.c.key)
-        .cte("seen")
-    )
-    entry = select(*(bindparam(name, type_=_TABLE.c[name].type) for name in _ENTRY_COLUMNS))
-    return (
-        insert(_TABLE)
-        .from_select(list(_ENTRY_COLUMNS), entry.select_from(seen))
-        .returning(_TABLE.c.id)
-    )
-
-
-def _held_by_or_free(owner: Any) -> Any:
-    # An entry another process holds is its business: a process that lost its lease
-    # (stalled past it, cut off from Redis) must not run, deliver or end it as well.
-    return or_(_TABLE.c.owner == owner, _TABLE.c.owner.is_(None))
 
 
 def process_owner() -> str:
@@ -133,7 +94,7 @@ class SqlInbox:
         answer: str | None = None,
     ) -> tuple[Executable, dict[str, Any]]:
         now = utcnow()
-        return _INSERT_ENTRY, {
+        return INSERT_ENTRY, {
             "answer": None if answer is None else clean(answer),
             "session_key": session_key,
             "agent_id": agent_id,
@@ -173,7 +134,7 @@ class SqlInbox:
         insert, params = self._insert(msg, session_key, agent_id, running and owned, owned, answer)
         if self._db.dialect == "postgresql":
             params.update(seen_key=seen_with["key"], seen_at=seen_with["created_at"])
-            statement = _accept_statement()
+            statement = accept_statement()
             stored = await self._db.run_statement(
                 lambda conn: conn.execute(statement, params).scalar_one_or_none()
             )
@@ -364,13 +325,13 @@ class SqlInbox:
         even if two processes believed they held it. Nothing is claimed while another live
         process holds an entry of the session.
 
-        One statement, one round trip (``_claim_statement``): this runs for every message a
+        One statement, one round trip (``claim_statement``): this runs for every message a
         cluster answers, and the ORM session's three statements were the largest part of what
         the cluster added to a reply's CPU (docs/scaling.md, "Cost of the cluster")."""
         now = utcnow()
         until = now + self.lease
         params = {"key": session_key, "me": self.owner, "now": now, "until": until}
-        statement = _claim_statement()
+        statement = claim_statement()
         rows = await self._db.run_statement(lambda conn: conn.execute(statement, params).all())
         entries = sorted((entry_of(row) for row in rows), key=lambda entry: entry.id)
         self._leases.update(dict.fromkeys((entry.id for entry in entries), until))
@@ -464,13 +425,13 @@ class SqlInbox:
         return removed
 
     def _mine_or_free(self) -> Any:
-        return _held_by_or_free(self.owner)
+        return held_by_or_free(self.owner)
 
     async def _update(self, entry_id: int, **values: Any) -> bool:
         """Update one entry unless another process holds it; False then. A value may be
         :data:`INCREMENT` (the column plus one, in SQL)."""
         params = {k: v for k, v in values.items() if v is not INCREMENT}
-        statement = _update_entry(tuple(k for k, v in values.items() if v is INCREMENT))
+        statement = update_entry(tuple(k for k, v in values.items() if v is INCREMENT))
         params.update(entry_id=entry_id, me=self.owner)
         changed = await self._db.run_statement(
             lambda conn: conn.execute(statement, params).rowcount
@@ -480,46 +441,3 @@ class SqlInbox:
         elif values.get("lease_until") is not None:
             self._leases[entry_id] = values["lease_until"]
         return changed > 0
-
-
-@cache
-def _update_entry(incremented: tuple[str, ...]) -> Executable:
-    """One entry's UPDATE unless another process holds it, built once per shape: the SET
-    clause comes from the parameters' keys at execution, with ``incremented`` columns + 1."""
-    table = _TABLE
-    return (
-        update(table)
-        .where(table.c.id == bindparam("entry_id"), _held_by_or_free(bindparam("me")))
-        .values({name: table.c[name] + 1 for name in incremented})
-    )
-
-
-@cache
-def _claim_statement() -> Executable:
-    """``claim_session`` as one ``UPDATE … RETURNING``: the session's claimable entries, locked
-    with ``FOR UPDATE SKIP LOCKED`` in the subquery as the former ``SELECT … FOR UPDATE`` did
-    (under read committed both re-check a row once they lock it), unless a live process holds
-    one of its pending entries: it may still be answering the one before them."""
-    t = _TABLE
-    pending = t.c.state.in_([s.value for s in PENDING])
-    key: BindParameter[str] = bindparam("key")
-    me: BindParameter[str] = bindparam("me")
-    now: BindParameter[datetime] = bindparam("now")
-    held_elsewhere = (
-        select(t.c.id)
-        .where(t.c.session_key == key, pending, t.c.owner != me, t.c.lease_until >= now)
-        .exists()
-    )
-    claimable = pending & or_(t.c.owner.is_(None), (t.c.owner != me) & (t.c.lease_until < now))
-    candidates = (
-        select(t.c.id)
-        .where(t.c.session_key == key, claimable)
-        .order_by(t.c.id)
-        .with_for_update(skip_locked=True)
-    )
-    return (
-        update(t)
-        .where(t.c.id.in_(candidates.scalar_subquery()), ~held_elsewhere)
-        .values(owner=me, lease_until=bindparam("until"))
-        .returning(*t.c)
-    )

@@ -1,0 +1,105 @@
+"""The inbox's statements, built once (``functools.cache``) and executed with parameters:
+storing an entry (with its dedupe record on Postgres), updating one unless another process
+holds it, and claiming a session's entries (``bot/storage/inbox.py``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy.sql.expression import BindParameter, Executable
+
+from bot.storage._inbox_entry import PENDING
+from bot.storage._sql import dialect_insert, table_of
+from bot.storage.models import InboxRow, ProcessedMessageRow
+
+TABLE = table_of(InboxRow)
+INSERT_ENTRY = insert(TABLE).returning(TABLE.c.id)
+ENTRY_COLUMNS = (
+    "answer",
+    "session_key",
+    "agent_id",
+    "channel",
+    "message",
+    "state",
+    "attempts",
+    "parts",
+    "received_at",
+    "created_at",
+    "updated_at",
+    "owner",
+    "lease_until",
+)
+"""What :meth:`bot.storage.inbox.SqlInbox._insert` gives a new entry."""
+
+
+@cache
+def accept_statement() -> Executable:
+    """Postgres: the dedupe record and the entry in one statement (a data-modifying CTE), so
+    in one round trip instead of four (``BEGIN``, two inserts, ``COMMIT``); just as atomic.
+    The entry is inserted only when the record was: no row back means a redelivery."""
+    processed = table_of(ProcessedMessageRow)
+    seen = (
+        dialect_insert("postgresql", processed)
+        .values(key=bindparam("seen_key"), created_at=bindparam("seen_at"))
+        .on_conflict_do_nothing(index_elements=[processed.c.key])
+        .returning(processed.c.key)
+        .cte("seen")
+    )
+    entry = select(*(bindparam(name, type_=TABLE.c[name].type) for name in ENTRY_COLUMNS))
+    return (
+        insert(TABLE)
+        .from_select(list(ENTRY_COLUMNS), entry.select_from(seen))
+        .returning(TABLE.c.id)
+    )
+
+
+def held_by_or_free(owner: Any) -> Any:
+    # An entry another process holds is its business: a process that lost its lease
+    # (stalled past it, cut off from Redis) must not run, deliver or end it as well.
+    return or_(TABLE.c.owner == owner, TABLE.c.owner.is_(None))
+
+
+@cache
+def update_entry(incremented: tuple[str, ...]) -> Executable:
+    """One entry's UPDATE unless another process holds it, built once per shape: the SET
+    clause comes from the parameters' keys at execution, with ``incremented`` columns + 1."""
+    table = TABLE
+    return (
+        update(table)
+        .where(table.c.id == bindparam("entry_id"), held_by_or_free(bindparam("me")))
+        .values({name: table.c[name] + 1 for name in incremented})
+    )
+
+
+@cache
+def claim_statement() -> Executable:
+    """``claim_session`` as one ``UPDATE … RETURNING``: the session's claimable entries, locked
+    with ``FOR UPDATE SKIP LOCKED`` in the subquery as the former ``SELECT … FOR UPDATE`` did
+    (under read committed both re-check a row once they lock it), unless a live process holds
+    one of its pending entries: it may still be answering the one before them."""
+    t = TABLE
+    pending = t.c.state.in_([s.value for s in PENDING])
+    key: BindParameter[str] = bindparam("key")
+    me: BindParameter[str] = bindparam("me")
+    now: BindParameter[datetime] = bindparam("now")
+    held_elsewhere = (
+        select(t.c.id)
+        .where(t.c.session_key == key, pending, t.c.owner != me, t.c.lease_until >= now)
+        .exists()
+    )
+    claimable = pending & or_(t.c.owner.is_(None), (t.c.owner != me) & (t.c.lease_until < now))
+    candidates = (
+        select(t.c.id)
+        .where(t.c.session_key == key, claimable)
+        .order_by(t.c.id)
+        .with_for_update(skip_locked=True)
+    )
+    return (
+        update(t)
+        .where(t.c.id.in_(candidates.scalar_subquery()), ~held_elsewhere)
+        .values(owner=me, lease_until=bindparam("until"))
+        .returning(*t.c)
+    )
