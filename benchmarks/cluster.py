@@ -11,7 +11,9 @@ fresh Redis key prefix.
 - latency: from POSTing the update to the reply's ``sendMessage`` reaching the fake, both for
   sequential DMs of one chat (idle) and for every DM of the throughput phase (under load);
 - throughput: N chats at once, each sending its DMs one after the other (the next once the
-  previous is answered), replies/s;
+  previous is answered), replies/s; before it, one unmeasured DM from N other chats at once
+  brings the processes' pools to the size that load needs (``--no-warm-burst``: measure from
+  the pools the sequential warm-up left, as stops before 41 did);
 - CPU per reply: user + system seconds of all the Loopgate processes' trees, from /proc; the
   coordination overhead is that minus the baseline's. Postgres's and Redis's own CPU over the
   same phase is shown too when readable (whole servers: other clients count as well).
@@ -69,6 +71,7 @@ from tests.fakes.llm_server import FakeLLM
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 LATENCY_USER = 42
 WARMUP_USER = 7
+WARM_BURST_USER = 200_000
 
 
 @dataclass
@@ -309,6 +312,15 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                     for n in range(args.per_chat):
                         result.loaded.append(await hooks.ask(user_id, f"c{user_id} m{n}"))
 
+                if args.warm_burst:
+                    # One unmeasured DM from each of as many other chats at once: a service
+                    # that has run for a while keeps its pools (Postgres connections, prepared
+                    # statements) at the size its load needs, and the phase measures that
+                    # steady state rather than each process opening its connections.
+                    await asyncio.gather(
+                        *(hooks.ask(WARM_BURST_USER + c, "warm") for c in range(args.chats))
+                    )
+
                 cpu0 = sum(cpu_seconds(pid) for pid in pids)
                 pg0 = cpu_seconds(postgres) if postgres else None
                 redis0 = await redis_cpu(redis_client) if setup.clustered else None
@@ -377,6 +389,7 @@ def report(results: dict[str, list[Result]], args: argparse.Namespace) -> dict[s
         "latency_dms": args.latency,
         "rounds": args.rounds,
         "routing": args.routing,
+        "warm_burst": args.warm_burst,
         "results": {name: summarize(rounds, base_ms) for name, rounds in results.items()},
     }
 
@@ -429,8 +442,9 @@ def print_table(data: dict[str, Any]) -> None:
         "servers' CPU ms/reply over the same phase; bench: this process's (fake Bot API, fake "
         "LLM, HTTP client); busy: cores busy on the whole machine during the phase, of "
         f"{data['cores']}, others: of those, not this benchmark's; median of {data['rounds']} "
-        f"round(s); routing: {data['routing']}; idle ms/s: all Loopgate processes' CPU with "
-        "nothing to answer"
+        f"round(s); routing: {data['routing']}; pools warmed by a burst first: "
+        f"{'yes' if data.get('warm_burst', False) else 'no'}; idle ms/s: all Loopgate processes' "
+        "CPU with nothing to answer"
     )
 
 
@@ -445,6 +459,12 @@ def main() -> None:
     parser.add_argument("--per-chat", type=int, default=5, help="DMs per chat (default 5)")
     parser.add_argument("--latency", type=int, default=30, help="sequential DMs (default 30)")
     parser.add_argument("--warmup", type=int, default=3, help="DMs per process before measuring")
+    parser.add_argument(
+        "--no-warm-burst",
+        dest="warm_burst",
+        action="store_false",
+        help="measure from a cold pool: no unmeasured burst of --chats DMs first",
+    )
     parser.add_argument(
         "--idle", type=float, default=5.0, help="seconds of idle CPU measured (default 5)"
     )
