@@ -255,6 +255,13 @@ class TelegramChannel:
     async def _process(self, update: Update) -> None:
         """Normalize and hand over one update.
 
+        A message goes to the handler without an update-level record: the handler dedupes it
+        on its own key (chat and message id, ``InboundMessage.dedupe_key``) in the transaction
+        that stores it, so a redelivered update is still one message, and a peek and a record
+        here would cost every message two more round trips (four with a cluster's Redis).
+        Other updates (edits, service messages, migrations) have no such key: they are
+        recorded under the update id.
+
         Raises only :class:`NotAccepted` (the bot did not take it: don't acknowledge); any other
         failure is logged and the update counts as handled, so one bad update can't be
         redelivered forever or stop intake.
@@ -262,10 +269,6 @@ class TelegramChannel:
         handler, me = self._handler, self.me
         if handler is None or me is None:
             raise NotAccepted("telegram: not receiving")
-        key = f"{self.name}:update:{update.update_id}"
-        if await already_seen(self._seen, key, channel=self.name):
-            log.info("inbound.skipped", channel=self.name, reason="duplicate_update")
-            return
         try:
             result = normalize_update(
                 update,
@@ -273,22 +276,38 @@ class TelegramChannel:
                 channel=self.name,
                 reply_context_chars=self.options.reply_context_chars,
             )
-            if isinstance(result, Skipped):
-                if result.migrate_to_chat_id is not None:
-                    await self.migrations.remember(result.chat_id, str(result.migrate_to_chat_id))
-                log.info(
-                    "inbound.skipped", channel=self.name, reason=result.reason, chat=result.chat_id
-                )
-                return
+        except Exception:
+            log.exception("telegram.update_failed", update_id=update.update_id)
+            return
+        if isinstance(result, Skipped):
+            await self._skip(update.update_id, result)
+            return
+        try:
             await handler(self._album_addressing(result))
         except (NotAccepted, asyncio.CancelledError):
-            # Not recorded as seen: the redelivery counts. Cancelled: whether the bot stored it
-            # is unknown; if it did, the message's own dedupe key catches the redelivery.
+            # The redelivery counts. Cancelled: whether the bot stored it is unknown; if it
+            # did, the message's own dedupe key catches the redelivery.
             raise
         except Exception:
             log.exception("telegram.update_failed", update_id=update.update_id)
-        # Recorded only now that the bot has it (or it failed for good): a kill before this
-        # line leaves the update unrecorded, and its redelivery is taken.
+
+    async def _skip(self, update_id: int, skipped: Skipped) -> None:
+        key = f"{self.name}:update:{update_id}"
+        if await already_seen(self._seen, key, channel=self.name):
+            log.info("inbound.skipped", channel=self.name, reason="duplicate_update")
+            return
+        try:
+            if skipped.migrate_to_chat_id is not None:
+                await self.migrations.remember(skipped.chat_id, str(skipped.migrate_to_chat_id))
+            log.info(
+                "inbound.skipped", channel=self.name, reason=skipped.reason, chat=skipped.chat_id
+            )
+        except (NotAccepted, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("telegram.update_failed", update_id=update_id)
+        # Recorded only now that it is handled: a kill before this line leaves the update
+        # unrecorded, and its redelivery is taken.
         await remember_seen(self._seen, key, channel=self.name)
 
     # -- sending, editing and streaming (bot/pipeline/streaming/): channels.telegram._sending ---
