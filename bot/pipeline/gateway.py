@@ -345,9 +345,10 @@ class Gateway:
             self.scheduler.submit(job)
         return job
 
-    def resubmit(self, entry: InboxEntry, *, replayed: bool = True) -> Job:
+    def resubmit(self, entry: InboxEntry, *, replayed: bool = True, started: bool = False) -> Job:
         """Queue an inbox entry an earlier process left unanswered (see ``bot/pipeline/replay.py``);
-        ``replayed`` False: one a peer process received and this one claimed, not started."""
+        ``replayed`` False: one a peer process received and this one claimed; ``started``: the
+        claim marked it ``running`` already (no ``start`` write)."""
         job = self._job(
             entry.message,
             entry.agent_id,
@@ -359,6 +360,7 @@ class Gateway:
             saved_at=entry.updated_at.timestamp() if entry.answer is not None else None,
             replayed=replayed,
         )
+        job.started = started
         if MEDIA_GROUP in entry.message.metadata and entry.answer is None:
             self.bursts.submit(job)  # an album's parts are one turn again
         else:
@@ -368,6 +370,15 @@ class Gateway:
     def busy_sessions(self) -> set[str]:
         """Sessions with a message waiting or running here."""
         return self.scheduler.sessions | self.bursts.sessions
+
+    def idle(self, session_key: str) -> bool:
+        # An album's parts still wait for their window: its entry then shows ``running`` for
+        # that wait (up to the album wait), which a replay treats as it treats ``queued``.
+        return (
+            not self.bursts.debounce
+            and session_key not in self.bursts.sessions
+            and self.scheduler.starts_at_once(session_key, 1)
+        )
 
     def _job(self, msg: InboundMessage, agent_id: str, key: str, **replay: Any) -> Job:
         bot = self.config.bot

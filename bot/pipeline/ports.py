@@ -29,8 +29,14 @@ class Pipeline(Protocol):
         """A message received here, stored and claimed: on to bursts and the scheduler."""
         ...
 
-    def resubmit(self, entry: InboxEntry, *, replayed: bool = True) -> Job:
-        """An inbox entry received elsewhere or left by an earlier process: to the scheduler."""
+    def resubmit(self, entry: InboxEntry, *, replayed: bool = True, started: bool = False) -> Job:
+        """An inbox entry received elsewhere or left by an earlier process: to the scheduler.
+        ``started``: the claim that took it already marked it ``running``."""
+        ...
+
+    def idle(self, session_key: str) -> bool:
+        """Nothing waits or runs for ``session_key`` here, and no debounce holds a message
+        back: a job submitted now starts at once."""
         ...
 
     def drop_waiting(self, session_key: str, sender: str, *, admin: bool) -> list[Job]:

@@ -8,10 +8,10 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
-from sqlalchemy.sql.expression import BindParameter, Executable
+from sqlalchemy import bindparam, case, false, func, insert, or_, select, update
+from sqlalchemy.sql.expression import BindParameter, ColumnElement, Executable
 
-from bot.storage._inbox_entry import PENDING
+from bot.storage._inbox_entry import PENDING, InboxState
 from bot.storage._sql import dialect_insert, table_of
 from bot.storage.models import InboxRow, ProcessedMessageRow
 
@@ -75,11 +75,17 @@ def update_entry(incremented: tuple[str, ...]) -> Executable:
 
 
 @cache
-def claim_statement() -> Executable:
+def claim_statement(*, start_first: bool = False) -> Executable:
     """``claim_session`` as one ``UPDATE … RETURNING``: the session's claimable entries, locked
-    with ``FOR UPDATE SKIP LOCKED`` in the subquery as the former ``SELECT … FOR UPDATE`` did
+    with ``FOR UPDATE SKIP LOCKED`` in a CTE as the former ``SELECT … FOR UPDATE`` did
     (under read committed both re-check a row once they lock it), unless a live process holds
-    one of its pending entries: it may still be answering the one before them."""
+    one of its pending entries: it may still be answering the one before them.
+
+    ``start_first``: the oldest of them also starts (``running``, one more attempt) when it is
+    a fresh one (no attempt, no answer): what ``SqlInbox.start`` would write a moment later,
+    saved a round trip. Each row comes back with ``started``, whether this claim started it:
+    ``running`` with ``updated_at`` this claim's own ``now`` (``RETURNING`` shows only the new
+    values, and SQLite's can't read the CTE that still has the old attempts)."""
     t = TABLE
     pending = t.c.state.in_([s.value for s in PENDING])
     key: BindParameter[str] = bindparam("key")
@@ -92,14 +98,26 @@ def claim_statement() -> Executable:
     )
     claimable = pending & or_(t.c.owner.is_(None), (t.c.owner != me) & (t.c.lease_until < now))
     candidates = (
-        select(t.c.id)
+        select(t.c.id, t.c.attempts)
         .where(t.c.session_key == key, claimable)
         .order_by(t.c.id)
         .with_for_update(skip_locked=True)
+        .cte("candidates")
     )
+    values: dict[str, Any] = {"owner": me, "lease_until": bindparam("until")}
+    started: ColumnElement[bool] = false()
+    if start_first:
+        oldest = select(func.min(candidates.c.id)).scalar_subquery()
+        starts = (t.c.id == oldest) & (candidates.c.attempts == 0) & t.c.answer.is_(None)
+        values |= {
+            "state": case((starts, InboxState.RUNNING.value), else_=t.c.state),
+            "attempts": case((starts, t.c.attempts + 1), else_=t.c.attempts),
+            "updated_at": case((starts, now), else_=t.c.updated_at),
+        }
+        started = (t.c.state == InboxState.RUNNING.value) & (t.c.updated_at == now)
     return (
         update(t)
-        .where(t.c.id.in_(candidates.scalar_subquery()), ~held_elsewhere)
-        .values(owner=me, lease_until=bindparam("until"))
-        .returning(*t.c)
+        .where(t.c.id == candidates.c.id, ~held_elsewhere)
+        .values(values)
+        .returning(*t.c, started.label("started"))
     )

@@ -328,14 +328,27 @@ class SqlInbox:
         One statement, one round trip (``claim_statement``): this runs for every message a
         cluster answers, and the ORM session's three statements were the largest part of what
         the cluster added to a reply's CPU (docs/scaling.md, "Cost of the cluster")."""
+        entries, _ = await self._claim(session_key, start_first=False)
+        return entries
+
+    async def claim_and_start(self, session_key: str) -> tuple[list[InboxEntry], int | None]:
+        """:meth:`claim_session`, and the oldest entry claimed also starts (as :meth:`start`)
+        when it is a fresh one: for a session with nothing waiting or running here, whose first
+        entry runs at once. Returns the entries and the id of the one started, if any."""
+        return await self._claim(session_key, start_first=True)
+
+    async def _claim(
+        self, session_key: str, *, start_first: bool
+    ) -> tuple[list[InboxEntry], int | None]:
         now = utcnow()
         until = now + self.lease
         params = {"key": session_key, "me": self.owner, "now": now, "until": until}
-        statement = claim_statement()
+        statement = claim_statement(start_first=start_first)
         rows = await self._db.run_statement(lambda conn: conn.execute(statement, params).all())
         entries = sorted((entry_of(row) for row in rows), key=lambda entry: entry.id)
+        started = next((row.id for row in rows if row.started), None)
         self._leases.update(dict.fromkeys((entry.id for entry in entries), until))
-        return entries
+        return entries, started
 
     async def renew_leases(self) -> int:
         """Extend the lease of everything this process holds; returns how many."""

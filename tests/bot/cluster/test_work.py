@@ -157,13 +157,13 @@ async def test_a_claim_under_way_keeps_a_newer_message_behind_it(
     assert await work.leases.take(session) is None
     assert work.holds(session)
     gate = asyncio.Event()
-    original = work.inbox.claim_session
+    original = work.inbox._claim
 
-    async def slow_claim(session_key: str) -> Any:
+    async def slow_claim(session_key: str, *, start_first: bool) -> Any:
         await gate.wait()
-        return await original(session_key)
+        return await original(session_key, start_first=start_first)
 
-    work.inbox.claim_session = slow_claim  # type: ignore[method-assign]
+    work.inbox._claim = slow_claim  # type: ignore[method-assign]
     work.claim_soon(session)  # registered at once, before its task runs
     assert not work.holds(session)
     gate.set()

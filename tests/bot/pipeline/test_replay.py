@@ -46,7 +46,7 @@ class Pipeline:
     def has_channel(self, name: str) -> bool:
         return name in self.channels
 
-    def resubmit(self, entry: InboxEntry, *, replayed: bool = True) -> Job:
+    def resubmit(self, entry: InboxEntry, *, replayed: bool = True, started: bool = False) -> Job:
         self.resubmitted.append(entry)
         return None  # type: ignore[return-value]  # replay ignores the job
 
@@ -58,6 +58,9 @@ class Pipeline:
 
     def busy_sessions(self) -> set[str]:
         return set()
+
+    def idle(self, session_key: str) -> bool:
+        return True
 
 
 async def left(inbox: SqlInbox, body: str, *, chat: ChatRef = DM) -> int:

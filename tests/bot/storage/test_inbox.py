@@ -231,6 +231,43 @@ async def test_claims_go_session_by_session_and_a_lapsed_holder_lets_go(db: Data
     assert await peer.claim_session(busy_key) == []
 
 
+async def test_a_claim_for_an_idle_session_starts_its_oldest_fresh_entry(db: Database) -> None:
+    """claim_and_start: the oldest entry claimed is marked running (one more attempt) in the
+    claim itself when nobody ran it yet; one an earlier process started is only claimed (the
+    replay resumes it), and the rest stay queued."""
+    receiver, holder = SqlInbox(db, owner="receiver"), SqlInbox(db, owner="holder")
+
+    async def unowned(body: str) -> int:
+        entry_id = await receiver.accept(
+            message(body, message_id=body),
+            dedupe_key=f"k-{body}",
+            session_key=KEY,
+            agent_id="main",
+            owned=False,
+        )
+        assert entry_id is not None
+        return entry_id
+
+    first, second = await unowned("a"), await unowned("b")
+    entries, started = await holder.claim_and_start(KEY)
+    assert [e.id for e in entries] == [first, second] and started == first
+    states = [(e.state, e.attempts, e.owner) for e in entries]
+    assert states == [(InboxState.RUNNING, 1, "holder"), (InboxState.QUEUED, 0, "holder")]
+    assert await holder.confirm(first)  # the claim's lease counts as this process's write
+    assert await holder.claim_and_start(KEY) == ([], None)  # claimed once
+
+    # Left running by a process whose lease ran out: claimed, not started again.
+    dead = SqlInbox(db, owner="dead", lease_seconds=-1)
+    other = KEY + ":other"
+    left = await dead.add(message("c", message_id="c"), session_key=other, agent_id="main")
+    await dead.start(left)
+    entries, started = await holder.claim_and_start(other)
+    assert started is None
+    assert [(e.id, e.state, e.attempts, e.owner) for e in entries] == [
+        (left, InboxState.RUNNING, 1, "holder")
+    ]
+
+
 async def test_a_confirm_early_in_the_lease_is_answered_without_the_database(
     db: Database,
 ) -> None:
