@@ -221,17 +221,28 @@ class Gateway:
             if not await first_delivery(self.dedupe, msg.dedupe_key):
                 return None
         else:
+            # Kept here without a claim: a session this process holds (see WorkClaims.keeps).
+            kept = (
+                self.work is not None and msg.chat.channel not in self.local_channels and not shared
+            )
             try:
                 # The dedupe record and the stored message are one transaction: a redelivery
                 # is either this message's duplicate or was never taken, nothing in between.
                 starts = not shared and self.bursts.starts_at_once(job)
-                await self._store(job, msg.dedupe_key, starts=starts, owned=not shared)
+                await self._store(
+                    job, msg.dedupe_key, starts=starts, owned=not shared, behind_waiting=kept
+                )
             except Exception as exc:
                 log.error("inbound.not_accepted", reason="inbox_failed", error=str(exc))
                 raise NotAccepted("the database is unavailable") from exc
             if job.inbox_id is None:
                 log.info("inbound.duplicate", key=msg.dedupe_key)
                 return None
+            if kept and not self.inbox.holds(job.inbox_id):
+                # An older message of the session, received by another process, waits for
+                # this one's claim (its nudge is still on the way): stored behind it, it is
+                # claimed after it.
+                shared, job.started = True, False
         job.reactions.received_soon()  # overlaps the turn's start (history, prompt, model)
         if shared and self.work is not None:
             self.work.dispatch(job)  # queued here only if this process takes the session
@@ -265,6 +276,7 @@ class Gateway:
         starts: bool,
         owned: bool = True,
         answer: str | None = None,
+        behind_waiting: bool = False,
     ) -> None:
         """Put the job's message in the inbox (``running`` at once when it ``starts``); its
         ``inbox_id`` stays None for a duplicate. Raises what the database raised."""
@@ -278,6 +290,7 @@ class Gateway:
             running=starts,
             owned=owned,
             answer=answer,
+            behind_waiting=behind_waiting,
         )
 
     async def announce(self, announcement: Announcement) -> None:

@@ -36,10 +36,15 @@ ENTRY_COLUMNS = (
 
 
 @cache
-def accept_statement() -> Executable:
+def accept_statement(*, behind_waiting: bool = False) -> Executable:
     """Postgres: the dedupe record and the entry in one statement (a data-modifying CTE), so
     in one round trip instead of four (``BEGIN``, two inserts, ``COMMIT``); just as atomic.
-    The entry is inserted only when the record was: no row back means a redelivery."""
+    The entry is inserted only when the record was: no row back means a redelivery.
+
+    ``behind_waiting``: when a pending entry of the session is unowned or another process's
+    (``waiting_elsewhere``), the entry is stored unowned and queued whatever the parameters
+    say, so the claim that queues that older one queues this one after it. Returns the id and
+    the owner it got."""
     processed = table_of(ProcessedMessageRow)
     seen = (
         dialect_insert("postgresql", processed)
@@ -48,11 +53,40 @@ def accept_statement() -> Executable:
         .returning(processed.c.key)
         .cte("seen")
     )
-    entry = select(*(bindparam(name, type_=TABLE.c[name].type) for name in ENTRY_COLUMNS))
+    columns: dict[str, Any] = {
+        name: bindparam(name, type_=TABLE.c[name].type) for name in ENTRY_COLUMNS
+    }
+    if behind_waiting:
+        waiting = waiting_elsewhere()
+        queued = {
+            "state": InboxState.QUEUED.value,
+            "attempts": 0,
+            "owner": None,
+            "lease_until": None,
+        }
+        for name, value in queued.items():
+            columns[name] = case((waiting, value), else_=columns[name])
+    entry = select(*(column.label(name) for name, column in columns.items()))
     return (
         insert(TABLE)
-        .from_select(list(ENTRY_COLUMNS), entry.select_from(seen))
-        .returning(TABLE.c.id)
+        .from_select(list(columns), entry.select_from(seen))
+        .returning(TABLE.c.id, TABLE.c.owner)
+    )
+
+
+def waiting_elsewhere() -> ColumnElement[bool]:
+    """A pending entry of the session (``session_key``) that this process (``owner``) does not
+    hold: a message another process received and stored for the session's holder to claim.
+    A new message kept here must not overtake it."""
+    t = TABLE
+    return (
+        select(t.c.id)
+        .where(
+            t.c.session_key == bindparam("session_key"),
+            t.c.state.in_([s.value for s in PENDING]),
+            or_(t.c.owner.is_(None), t.c.owner != bindparam("owner")),
+        )
+        .exists()
     )
 
 

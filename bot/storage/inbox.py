@@ -34,6 +34,7 @@ from bot.storage._inbox_sql import (
     claim_statement,
     held_by_or_free,
     update_entry,
+    waiting_elsewhere,
 )
 from bot.storage._sql import clean, clean_optional
 from bot.storage._state import mark_seen, seen_params
@@ -125,28 +126,50 @@ class SqlInbox:
         running: bool = False,
         owned: bool = True,
         answer: str | None = None,
+        behind_waiting: bool = False,
     ) -> int | None:
         """Record ``dedupe_key`` as processed and store ``msg``, in one transaction; None (and
         nothing stored) when the key was processed before: a platform redelivery.
         ``owned`` False stores it for whichever process claims its session. ``answer``: what
-        to deliver, without a run (a notice the service itself sends)."""
+        to deliver, without a run (a notice the service itself sends).
+
+        ``behind_waiting``: a message for a session this process holds, kept here without a
+        claim. When an older entry of the session waits unowned (another process received it
+        and its nudge has not been handled yet) or held elsewhere, this one is stored unowned
+        and queued instead, so the session's claim queues them in order; :meth:`holds` then
+        says False for it."""
         seen, seen_with = mark_seen(self._db.dialect), seen_params(dedupe_key)
         insert, params = self._insert(msg, session_key, agent_id, running and owned, owned, answer)
         if self._db.dialect == "postgresql":
             params.update(seen_key=seen_with["key"], seen_at=seen_with["created_at"])
-            statement = accept_statement()
-            stored = await self._db.run_statement(
-                lambda conn: conn.execute(statement, params).scalar_one_or_none()
+            statement = accept_statement(behind_waiting=behind_waiting and owned)
+            row = await self._db.run_statement(
+                lambda conn: conn.execute(statement, params).one_or_none()
             )
-            return None if stored is None else self._stored(int(stored), params["lease_until"])
+            if row is None:
+                return None
+            return self._stored(int(row.id), params["lease_until"] if row.owner else None)
 
         def accept(conn: Connection) -> int | None:
             if not conn.execute(seen, seen_with).rowcount:
                 return None
+            if behind_waiting and owned:
+                waiting = select(waiting_elsewhere())
+                if conn.execute(
+                    waiting, {"session_key": session_key, "owner": self.owner}
+                ).scalar():
+                    params.update(
+                        state=InboxState.QUEUED.value, attempts=0, owner=None, lease_until=None
+                    )
             return int(conn.execute(insert, params).scalar_one())
 
         entry_id = await self._db.run_write(accept, urgent=True)
         return None if entry_id is None else self._stored(entry_id, params["lease_until"])
+
+    def holds(self, entry_id: int) -> bool:
+        """Whether this process stored, claimed or renewed ``entry_id`` as its own (by what it
+        wrote; :meth:`confirm` asks the database when it matters)."""
+        return entry_id in self._leases
 
     def _stored(self, entry_id: int, lease_until: datetime | None) -> int:
         if lease_until is not None:

@@ -231,6 +231,38 @@ async def test_claims_go_session_by_session_and_a_lapsed_holder_lets_go(db: Data
     assert await peer.claim_session(busy_key) == []
 
 
+async def test_a_kept_message_is_stored_behind_an_older_one_waiting_for_a_claim(
+    db: Database,
+) -> None:
+    """accept(behind_waiting=True): the holder of a session keeps a new message as its own,
+    unless an older entry of the session waits unowned (or is another process's): then it
+    is stored unowned and queued too, and the session's claim takes both in order."""
+    holder, peer = SqlInbox(db, owner="holder"), SqlInbox(db, owner="peer")
+
+    async def accept(inbox: SqlInbox, body: str, *, owned: bool, session: str = KEY) -> int:
+        entry_id = await inbox.accept(
+            message(body, message_id=body),
+            dedupe_key=f"k-{body}",
+            session_key=session,
+            agent_id="main",
+            running=True,
+            owned=owned,
+            behind_waiting=owned,
+        )
+        assert entry_id is not None
+        return entry_id
+
+    alone = await accept(holder, "a", owned=True, session=KEY + ":alone")
+    assert holder.holds(alone)
+    waiting = await accept(peer, "b", owned=False)
+    behind = await accept(holder, "c", owned=True)
+    assert not holder.holds(behind)
+    entry = await holder.get(behind)
+    assert entry is not None
+    assert (entry.state, entry.attempts, entry.owner) == (InboxState.QUEUED, 0, None)
+    assert [e.id for e in await holder.claim_session(KEY)] == [waiting, behind]
+
+
 async def test_a_claim_for_an_idle_session_starts_its_oldest_fresh_entry(db: Database) -> None:
     """claim_and_start: the oldest entry claimed is marked running (one more attempt) in the
     claim itself when nobody ran it yet; one an earlier process started is only claimed (the
