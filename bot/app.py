@@ -147,7 +147,11 @@ class Loopgate:
             raise
 
     async def _start(self) -> None:
-        self._db = await open_database(self.config.database.url, migrate_apart=self._migrate_apart)
+        self._db = await open_database(
+            self.config.database.url,
+            migrate_apart=self._migrate_apart,
+            pool_size=self.config.database.pool_size,
+        )
         self._stack.push_async_callback(self._db.aclose)
         if self.cluster is not None:
             self._stack.push_async_callback(self.cluster.aclose)

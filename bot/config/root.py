@@ -57,6 +57,11 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 class DatabaseConfig(StrictModel):
     url: str = "sqlite+aiosqlite:///./data/loopgate.db"
     """SQLAlchemy async URL: ``sqlite+aiosqlite:///path`` or ``postgresql+asyncpg://...``."""
+    pool_size: int = Field(15, ge=1, le=500)
+    """Postgres: connections each process opens at most. They are opened as the load needs
+    them and kept (none is closed after a burst to be opened again for the next); a request
+    that finds them all busy waits for one. Processes × pool_size must stay below the
+    server's ``max_connections`` (100 by default)."""
 
 
 class ServerConfig(StrictModel):

@@ -28,7 +28,12 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from bot.storage._checkpoints import WalCheckpoints
-from bot.storage._engine import create_engine, is_sqlite_memory, sqlite_pragmas
+from bot.storage._engine import (
+    POSTGRES_POOL_SIZE,
+    create_engine,
+    is_sqlite_memory,
+    sqlite_pragmas,
+)
 from bot.storage._errors import StorageError
 from bot.storage._lane import SqliteLane
 from bot.storage._trace_writer import TraceWriter
@@ -205,12 +210,17 @@ def redact(url: str) -> str:
 
 
 async def open_database(
-    url: str = DEFAULT_DATABASE_URL, *, schema: str | None = None, migrate_apart: bool = False
+    url: str = DEFAULT_DATABASE_URL,
+    *,
+    schema: str | None = None,
+    migrate_apart: bool = False,
+    pool_size: int = POSTGRES_POOL_SIZE,
 ) -> Database:
     """Connect, migrate the schema to head and return the ready database.
 
     ``schema`` (Postgres only) puts every table, ``alembic_version`` included, in that schema,
     creating it when missing; the tests use it to isolate each test in a shared database.
+    ``pool_size``: Postgres connections kept at most (``database.pool_size``).
     ``migrate_apart``: a database behind head (a first start, a new release) is migrated by a
     child process (``python -m bot.storage.migrate``), so Alembic, Mako and the migration
     scripts (~8 MiB that would stay resident) never load in this long-lived one
@@ -226,7 +236,7 @@ async def open_database(
         if not _IDENTIFIER.fullmatch(schema):
             raise StorageError(f"invalid schema name {schema!r}")  # it is spliced into SQL
     try:
-        engine = create_engine(parsed, schema)
+        engine = create_engine(parsed, schema, pool_size=pool_size)
     except Exception as exc:  # e.g. an unwritable data directory, bad driver arguments
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
     apart = migrate_apart and not is_sqlite_memory(parsed)

@@ -23,18 +23,22 @@ SQLITE_BUSY_TIMEOUT_MS = 5_000
 SQLITE_CACHE_KIB = 256
 WAL_SWITCH_ATTEMPTS = 50
 POSTGRES_CONNECT_TIMEOUT_S = 10
-# Up to 15 connections per process, as SQLAlchemy's default (5 + 10), but 10 of them are kept
-# between bursts: 40 chats at once made the default open and close connections all the time, and
-# a new Postgres backend costs both sides a fork, a TLS probe and a cold catalog cache.
-POSTGRES_POOL_SIZE = 10
-POSTGRES_MAX_OVERFLOW = 5
+# Up to 15 connections per process, as SQLAlchemy's default (5 + 10), and all of them kept
+# (database.pool_size, no overflow): a connection beyond the kept ones is closed when it is
+# returned, so a load that needs a few more than the kept ones opens and closes connections all
+# the time, and a new Postgres backend costs both sides a fork, authentication and a cold
+# catalog and statement cache (10 kept + 5 overflow opened one connection per eight replies
+# for three processes under 40 chats at once; docs/scaling.md, "Stop 41").
+POSTGRES_POOL_SIZE = 15
 
 
 def is_sqlite_memory(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 
 
-def create_engine(url: URL, schema: str | None) -> AsyncEngine:
+def create_engine(
+    url: URL, schema: str | None, *, pool_size: int = POSTGRES_POOL_SIZE
+) -> AsyncEngine:
     kwargs: dict[str, Any] = {
         "json_serializer": dump_json,
     }
@@ -53,11 +57,7 @@ def create_engine(url: URL, schema: str | None) -> AsyncEngine:
         connect_args: dict[str, Any] = {"timeout": POSTGRES_CONNECT_TIMEOUT_S}
         if schema is not None:
             connect_args["server_settings"] = {"search_path": schema}
-        kwargs.update(
-            pool_size=POSTGRES_POOL_SIZE,
-            max_overflow=POSTGRES_MAX_OVERFLOW,
-            connect_args=connect_args,
-        )
+        kwargs.update(pool_size=pool_size, max_overflow=0, connect_args=connect_args)
     engine = create_async_engine(url, **kwargs)
     if url.get_backend_name() == "sqlite":
         event.listen(engine.sync_engine, "connect", sqlite_pragmas)

@@ -150,6 +150,31 @@ async def test_concurrent_start_up_migrates_once(backend: Backend) -> None:
         assert await conn.run_sync(_revision) == head_revision()
 
 
+async def test_connections_a_burst_opened_are_kept_for_the_next(backend: Backend) -> None:
+    """database.pool_size connections at most, all kept: a burst needing more waits for one
+    instead of opening a connection to close it again, and the next burst opens none (the
+    former 10 kept + 5 overflow opened and closed one connection every few replies)."""
+    if backend.name != "postgres":
+        pytest.skip("SQLite's pool is not sized by database.pool_size")
+
+    def backend_pid(conn: Connection) -> int:
+        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+    db = await open_database(backend.url, schema=backend.schema, pool_size=3)
+    async with db:
+
+        async def pid_held_a_moment() -> int:
+            async with db.engine.connect() as conn:
+                pid = await conn.run_sync(backend_pid)
+                await asyncio.sleep(0.05)  # held: the others need connections of their own
+                return pid
+
+        first = set(await asyncio.gather(*(pid_held_a_moment() for _ in range(6))))
+        second = set(await asyncio.gather(*(pid_held_a_moment() for _ in range(6))))
+    assert len(first) == 3
+    assert second == first
+
+
 async def test_connections_the_server_closed_are_replaced_without_a_failed_request(
     backend: Backend,
 ) -> None:
