@@ -90,9 +90,11 @@ class ClusterWork:
         self.kept += held
         return held
 
-    def dispatch(self, job: Job) -> None:
+    def dispatch(self, job: Job, *, was_kept: bool = False) -> None:
         """``job``'s message is stored unowned: claim its session now, in the background (the
-        platform is acknowledged meanwhile)."""
+        platform is acknowledged meanwhile). ``was_kept``: counted by :meth:`keeps`, then
+        stored behind an older message of the session instead: it goes through the claim."""
+        self.kept -= was_kept
         if job.inbox_id is not None:
             self._received[job.inbox_id] = job
         self._claim_later(job.session_key)

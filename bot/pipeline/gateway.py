@@ -217,6 +217,7 @@ class Gateway:
             and msg.chat.channel not in self.local_channels
             and not self.work.keeps(key)
         )
+        diverted = False
         if self.inbox is None:
             if not await first_delivery(self.dedupe, msg.dedupe_key):
                 return None
@@ -238,14 +239,16 @@ class Gateway:
             if job.inbox_id is None:
                 log.info("inbound.duplicate", key=msg.dedupe_key)
                 return None
-            if kept and not self.inbox.holds(job.inbox_id):
+            diverted = kept and not self.inbox.holds(job.inbox_id)
+            if diverted:
                 # An older message of the session, received by another process, waits for
                 # this one's claim (its nudge is still on the way): stored behind it, it is
                 # claimed after it.
                 shared, job.started = True, False
         job.reactions.received_soon()  # overlaps the turn's start (history, prompt, model)
         if shared and self.work is not None:
-            self.work.dispatch(job)  # queued here only if this process takes the session
+            # Queued here only if this process takes the session.
+            self.work.dispatch(job, was_kept=diverted)
         else:
             self.bursts.submit(job)
         return job

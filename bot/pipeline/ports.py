@@ -58,7 +58,11 @@ class WorkClaims(Protocol):
         at once, as in one process, with no claim."""
         ...
 
-    def dispatch(self, job: Job) -> None: ...
+    def dispatch(self, job: Job, *, was_kept: bool = False) -> None:
+        """``job``'s message is stored unowned: claim its session. ``was_kept``: :meth:`keeps`
+        said yes, but an older message of the session waited in the inbox, so the accept
+        stored this one behind it (it is not counted as kept)."""
+        ...
 
     def claim_soon(self, session_key: str) -> None:
         """Entries of ``session_key`` were stored unowned (a scheduled occurrence): the process

@@ -153,6 +153,8 @@ async def test_a_message_kept_by_the_holder_does_not_overtake_one_a_peer_stored_
     await hook_a.post(update(tg, "third", user_id=21))
     await tg.wait_for(lambda: len(tg.texts()) >= 3, timeout=5)
     assert tg.texts() == ["echo: first", "echo: second", "echo: third"]
+    # "third" was stored behind "second" and claimed with it: not counted as kept.
+    assert (work_of(a).claimed, work_of(a).kept) == (3, 0)
     gate.set()
     await asyncio.sleep(0.3)  # kept (negative check): B's late nudge claims nothing twice
     assert len(tg.texts()) == 3
