@@ -30,7 +30,7 @@ from agent_core import EventBus
 from agent_core.orchestration import Announcement
 from bot.agents.router import AgentRouter
 from bot.config import Config
-from bot.pipeline.access import AccessPolicy, configured_admin
+from bot.pipeline.access import AccessPolicy
 from bot.pipeline.approvals import ExecApprovals
 from bot.pipeline.bursts import Bursts
 from bot.pipeline.commands import HELP_TEXT, Command, parse_command
@@ -42,7 +42,7 @@ from bot.pipeline.ports import WorkClaims
 from bot.pipeline.reactions import StatusReactions
 from bot.pipeline.run_registry import RunRegistry
 from bot.pipeline.scheduler import Scheduler
-from bot.pipeline.sender_limits import MemorySenderLimiter, SenderLimiter
+from bot.pipeline.sender_limits import MemorySenderLimiter, SenderLimiter, within_sender_limit
 from bot.pipeline.session_keys import session_key
 from bot.pipeline.stop import StopService
 from bot.pipeline.streaming import StreamOptions, streaming_options
@@ -205,7 +205,7 @@ class Gateway:
         if handing_over and (self.inbox is None or msg.chat.channel in self.local_channels):
             # Its chat lives in this process only: no next process could answer it.
             raise NotAccepted("the service is shutting down")
-        if not await self._within_rate_limit(msg, channel):
+        if not await within_sender_limit(self.limiter, self.config, msg, channel):
             return None
         job = self._job(msg, agent_id, key)
         if handing_over:
@@ -423,35 +423,6 @@ class Gateway:
     async def aclose(self) -> None:
         """Shutdown: cancel what waits or runs; the inbox keeps it for the next process."""
         await self.bursts.aclose()
-
-    async def _within_rate_limit(self, msg: InboundMessage, channel: Channel) -> bool:
-        """Admins are exempt; everyone else gets ``bot.sender_rate_limit`` per channel."""
-        if (
-            self.limiter is None
-            or msg.sender_is_admin
-            or configured_admin(self.config, msg, channel.name)
-        ):
-            return True
-        verdict = await self.limiter.allow(f"{channel.name}:{msg.sender.id}")
-        if verdict.allowed:
-            return True
-        log.warning(
-            "inbound.rate_limited",
-            channel=channel.name,
-            chat=msg.chat.chat_id,
-            sender=msg.sender.id,
-            message_id=msg.message_id,
-            retry_after=round(verdict.retry_after, 1),
-        )
-        if verdict.notify:
-            reply_to = msg.message_id if msg.chat.chat_type is ChatType.GROUP else None
-            try:
-                await send_with_retry(
-                    channel, msg.chat, self.config.bot.rate_limited_reply, reply_to=reply_to
-                )
-            except Exception as exc:
-                log.info("rate_limit.notice_failed", channel=channel.name, error=str(exc))
-        return False
 
     async def _command(
         self, command: Command, msg: InboundMessage, channel: Channel, key: str

@@ -15,6 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
+from bot.config import Config
+from bot.pipeline.access import configured_admin
+from bot.pipeline.delivery import send_with_retry
+from channels import Channel, ChatType, InboundMessage
+
+log = structlog.get_logger(__name__)
+
 NOTICE_EVERY_SECONDS = 60.0
 MAX_TRACKED_SENDERS = 100_000
 
@@ -67,3 +76,32 @@ class MemorySenderLimiter:
         # A sender whose bucket is full again is indistinguishable from a new one.
         self._tat = {k: t for k, t in self._tat.items() if t > now}
         self._noticed = {k: t for k, t in self._noticed.items() if now - t < NOTICE_EVERY_SECONDS}
+
+
+async def within_sender_limit(
+    limiter: SenderLimiter | None, config: Config, msg: InboundMessage, channel: Channel
+) -> bool:
+    """Admins are exempt; everyone else gets ``bot.sender_rate_limit`` per channel. A sender
+    over it is told so once (``bot.rate_limited_reply``) and the message is dropped."""
+    if limiter is None or msg.sender_is_admin or configured_admin(config, msg, channel.name):
+        return True
+    verdict = await limiter.allow(f"{channel.name}:{msg.sender.id}")
+    if verdict.allowed:
+        return True
+    log.warning(
+        "inbound.rate_limited",
+        channel=channel.name,
+        chat=msg.chat.chat_id,
+        sender=msg.sender.id,
+        message_id=msg.message_id,
+        retry_after=round(verdict.retry_after, 1),
+    )
+    if verdict.notify:
+        reply_to = msg.message_id if msg.chat.chat_type is ChatType.GROUP else None
+        try:
+            await send_with_retry(
+                channel, msg.chat, config.bot.rate_limited_reply, reply_to=reply_to
+            )
+        except Exception as exc:
+            log.info("rate_limit.notice_failed", channel=channel.name, error=str(exc))
+    return False

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import enum
+import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -143,3 +146,8 @@ def entry_of(row: InboxRow | Row[Any]) -> InboxEntry:
         owner=row.owner,
         previews=list(row.previews or []),
     )
+
+
+def process_owner() -> str:
+    """A name for this process that is unique across restarts and hosts."""
+    return f"{socket.gethostname()[:64]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -4,16 +4,17 @@ holds it, and claiming a session's entries (``bot/storage/inbox.py``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
 from sqlalchemy import bindparam, case, false, func, insert, or_, select, update
 from sqlalchemy.sql.expression import BindParameter, ColumnElement, Executable
 
-from bot.storage._inbox_entry import PENDING, InboxState
-from bot.storage._sql import dialect_insert, table_of
-from bot.storage.models import InboxRow, ProcessedMessageRow
+from bot.storage._inbox_entry import PENDING, InboxState, message_to_json
+from bot.storage._sql import clean, dialect_insert, table_of
+from bot.storage.models import InboxRow, ProcessedMessageRow, utcnow
+from channels import InboundMessage
 
 TABLE = table_of(InboxRow)
 INSERT_ENTRY = insert(TABLE).returning(TABLE.c.id)
@@ -33,6 +34,44 @@ ENTRY_COLUMNS = (
     "lease_until",
 )
 """What :meth:`bot.storage.inbox.SqlInbox._insert` gives a new entry."""
+UNOWNED_QUEUED: dict[str, Any] = {
+    "state": InboxState.QUEUED.value,
+    "attempts": 0,
+    "owner": None,
+    "lease_until": None,
+}
+"""A new entry's columns when it is stored behind an older one waiting for a claim."""
+
+
+def entry_values(
+    msg: InboundMessage,
+    session_key: str,
+    agent_id: str,
+    running: bool,
+    owner: str | None,
+    lease: timedelta | None,
+    answer: str | None,
+) -> dict[str, Any]:
+    """A new entry's columns (``ENTRY_COLUMNS``): held by ``owner`` for ``lease`` from now, or
+    unowned when ``owner`` is None."""
+    now = utcnow()
+    return {
+        "answer": None if answer is None else clean(answer),
+        "session_key": session_key,
+        "agent_id": agent_id,
+        "channel": msg.chat.channel,
+        "message": message_to_json(msg),
+        "state": (InboxState.RUNNING if running else InboxState.QUEUED).value,
+        "attempts": 1 if running else 0,
+        "parts": [],
+        # When Loopgate took it, not the platform's date: replay_max_age counts the wait
+        # here, whatever the platform's clock (the message keeps its own date).
+        "received_at": now,
+        "created_at": now,
+        "updated_at": now,
+        "owner": owner,
+        "lease_until": None if lease is None else now + lease,
+    }
 
 
 @cache
@@ -58,13 +97,7 @@ def accept_statement(*, behind_waiting: bool = False) -> Executable:
     }
     if behind_waiting:
         waiting = waiting_elsewhere()
-        queued = {
-            "state": InboxState.QUEUED.value,
-            "attempts": 0,
-            "owner": None,
-            "lease_until": None,
-        }
-        for name, value in queued.items():
+        for name, value in UNOWNED_QUEUED.items():
             columns[name] = case((waiting, value), else_=columns[name])
     entry = select(*(column.label(name) for name, column in columns.items()))
     return (

@@ -8,9 +8,6 @@ lease, so several processes can later share one inbox without a new schema.
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,12 +23,14 @@ from bot.storage._inbox_entry import (
     InboxEntry,
     InboxState,
     entry_of,
-    message_to_json,
+    process_owner,
 )
 from bot.storage._inbox_sql import (
     INSERT_ENTRY,
+    UNOWNED_QUEUED,
     accept_statement,
     claim_statement,
+    entry_values,
     held_by_or_free,
     update_entry,
     waiting_elsewhere,
@@ -46,11 +45,6 @@ __all__ = ["EntryTakenOver", "InboxEntry", "InboxState", "SqlInbox", "process_ow
 DEFAULT_LEASE_SECONDS = 60.0
 INCREMENT = object()
 """A value of :meth:`SqlInbox._update`: add one to the column."""
-
-
-def process_owner() -> str:
-    """A name for this process that is unique across restarts and hosts."""
-    return f"{socket.gethostname()[:64]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class SqlInbox:
@@ -94,27 +88,12 @@ class SqlInbox:
         owned: bool = True,
         answer: str | None = None,
     ) -> tuple[Executable, dict[str, Any]]:
-        now = utcnow()
-        return INSERT_ENTRY, {
-            "answer": None if answer is None else clean(answer),
-            "session_key": session_key,
-            "agent_id": agent_id,
-            "channel": msg.chat.channel,
-            "message": message_to_json(msg),
-            "state": (InboxState.RUNNING if running else InboxState.QUEUED).value,
-            "attempts": 1 if running else 0,
-            "parts": [],
-            # When Loopgate took it, not the platform's date: replay_max_age counts the
-            # wait here, whatever the platform's clock (the message keeps its own date).
-            "received_at": now,
-            "created_at": now,
-            "updated_at": now,
-            # Held by this process from the start: a sweep must not take it over meanwhile.
-            # Unowned when several processes share the inbox: whoever holds the session
-            # claims it (claim_session), so one chat is answered by one process, in order.
-            "owner": self.owner if owned else None,
-            "lease_until": now + self.lease if owned else None,
-        }
+        # Held by this process from the start: a sweep must not take it over meanwhile.
+        # Unowned when several processes share the inbox: whoever holds the session claims
+        # it (claim_session), so one chat is answered by one process, in order.
+        owner, lease = (self.owner, self.lease) if owned else (None, None)
+        values = entry_values(msg, session_key, agent_id, running, owner, lease, answer)
+        return INSERT_ENTRY, values
 
     async def accept(
         self,
@@ -133,11 +112,10 @@ class SqlInbox:
         ``owned`` False stores it for whichever process claims its session. ``answer``: what
         to deliver, without a run (a notice the service itself sends).
 
-        ``behind_waiting``: a message for a session this process holds, kept here without a
-        claim. When an older entry of the session waits unowned (another process received it
-        and its nudge has not been handled yet) or held elsewhere, this one is stored unowned
-        and queued instead, so the session's claim queues them in order; :meth:`holds` then
-        says False for it."""
+        ``behind_waiting``: a message kept by the holder of its session is stored unowned and
+        queued instead when an older entry of the session waits for a claim
+        (``waiting_elsewhere``), so the claim queues both in order; :meth:`holds` then says
+        False for it."""
         seen, seen_with = mark_seen(self._db.dialect), seen_params(dedupe_key)
         insert, params = self._insert(msg, session_key, agent_id, running and owned, owned, answer)
         if self._db.dialect == "postgresql":
@@ -153,22 +131,19 @@ class SqlInbox:
         def accept(conn: Connection) -> int | None:
             if not conn.execute(seen, seen_with).rowcount:
                 return None
-            if behind_waiting and owned:
-                waiting = select(waiting_elsewhere())
-                if conn.execute(
-                    waiting, {"session_key": session_key, "owner": self.owner}
-                ).scalar():
-                    params.update(
-                        state=InboxState.QUEUED.value, attempts=0, owner=None, lease_until=None
-                    )
+            if (
+                behind_waiting
+                and owned
+                and conn.execute(select(waiting_elsewhere()), params).scalar()
+            ):
+                params.update(UNOWNED_QUEUED)
             return int(conn.execute(insert, params).scalar_one())
 
         entry_id = await self._db.run_write(accept, urgent=True)
         return None if entry_id is None else self._stored(entry_id, params["lease_until"])
 
     def holds(self, entry_id: int) -> bool:
-        """Whether this process stored, claimed or renewed ``entry_id`` as its own (by what it
-        wrote; :meth:`confirm` asks the database when it matters)."""
+        """This process stored, claimed or renewed ``entry_id`` as its own (by its own writes)."""
         return entry_id in self._leases
 
     def _stored(self, entry_id: int, lease_until: datetime | None) -> int:
@@ -346,11 +321,8 @@ class SqlInbox:
         lease. The caller must hold the session (``bot/cluster/work.py``); the row locks
         (``FOR UPDATE SKIP LOCKED`` on Postgres) still keep two claimers from taking one entry
         even if two processes believed they held it. Nothing is claimed while another live
-        process holds an entry of the session.
-
-        One statement, one round trip (``claim_statement``): this runs for every message a
-        cluster answers, and the ORM session's three statements were the largest part of what
-        the cluster added to a reply's CPU (docs/scaling.md, "Cost of the cluster")."""
+        process holds an entry of the session. One statement (``claim_statement``): this runs
+        for most messages a cluster answers (docs/scaling.md, "Cost of the cluster")."""
         entries, _ = await self._claim(session_key, start_first=False)
         return entries
 
@@ -368,10 +340,9 @@ class SqlInbox:
         params = {"key": session_key, "me": self.owner, "now": now, "until": until}
         statement = claim_statement(start_first=start_first)
         rows = await self._db.run_statement(lambda conn: conn.execute(statement, params).all())
-        entries = sorted((entry_of(row) for row in rows), key=lambda entry: entry.id)
+        self._leases.update(dict.fromkeys((row.id for row in rows), until))
         started = next((row.id for row in rows if row.started), None)
-        self._leases.update(dict.fromkeys((entry.id for entry in entries), until))
-        return entries, started
+        return sorted((entry_of(row) for row in rows), key=lambda entry: entry.id), started
 
     async def renew_leases(self) -> int:
         """Extend the lease of everything this process holds; returns how many."""

@@ -150,6 +150,18 @@ async def test_concurrent_start_up_migrates_once(backend: Backend) -> None:
         assert await conn.run_sync(_revision) == head_revision()
 
 
+def backend_pid(conn: Connection) -> int:
+    return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+
+async def pid_held_a_moment(db: Database) -> int:
+    """The backend of a pooled connection, held a moment: calls at once get one each."""
+    async with db.engine.connect() as conn:
+        pid = await conn.run_sync(backend_pid)
+        await asyncio.sleep(0.05)
+        return pid
+
+
 async def test_connections_a_burst_opened_are_kept_for_the_next(backend: Backend) -> None:
     """database.pool_size connections at most, all kept: a burst needing more waits for one
     instead of opening a connection to close it again, and the next burst opens none (the
@@ -157,20 +169,10 @@ async def test_connections_a_burst_opened_are_kept_for_the_next(backend: Backend
     if backend.name != "postgres":
         pytest.skip("SQLite's pool is not sized by database.pool_size")
 
-    def backend_pid(conn: Connection) -> int:
-        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
-
     db = await open_database(backend.url, schema=backend.schema, pool_size=3)
     async with db:
-
-        async def pid_held_a_moment() -> int:
-            async with db.engine.connect() as conn:
-                pid = await conn.run_sync(backend_pid)
-                await asyncio.sleep(0.05)  # held: the others need connections of their own
-                return pid
-
-        first = set(await asyncio.gather(*(pid_held_a_moment() for _ in range(6))))
-        second = set(await asyncio.gather(*(pid_held_a_moment() for _ in range(6))))
+        first = set(await asyncio.gather(*(pid_held_a_moment(db) for _ in range(6))))
+        second = set(await asyncio.gather(*(pid_held_a_moment(db) for _ in range(6))))
     assert len(first) == 3
     assert second == first
 
@@ -184,18 +186,8 @@ async def test_connections_the_server_closed_are_replaced_without_a_failed_reque
     if backend.name != "postgres":
         pytest.skip("SQLite files are not closed by a server")
 
-    def backend_pid(conn: Connection) -> int:
-        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
-
     async with await backend.open() as db, db.engine.connect() as admin:
-
-        async def pid_held_a_moment() -> int:
-            async with db.engine.connect() as conn:
-                pid = await conn.run_sync(backend_pid)
-                await asyncio.sleep(0.05)  # held: the others open connections of their own
-                return pid
-
-        pids = set(await asyncio.gather(*(pid_held_a_moment() for _ in range(3))))
+        pids = set(await asyncio.gather(*(pid_held_a_moment(db) for _ in range(3))))
         assert len(pids) == 3  # pooled now, the admin connection not among them
         listed = ", ".join(map(str, pids))
         killed = await admin.exec_driver_sql(

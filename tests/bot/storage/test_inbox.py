@@ -231,6 +231,24 @@ async def test_claims_go_session_by_session_and_a_lapsed_holder_lets_go(db: Data
     assert await peer.claim_session(busy_key) == []
 
 
+async def accepted(
+    inbox: SqlInbox, body: str, *, owned: bool, session: str = KEY, kept: bool = False
+) -> int:
+    """``body`` stored by ``inbox`` (``kept``: running and behind_waiting, as the holder of
+    the session keeps a message); its entry id."""
+    entry_id = await inbox.accept(
+        message(body, message_id=body),
+        dedupe_key=f"k-{body}",
+        session_key=session,
+        agent_id="main",
+        running=kept,
+        owned=owned,
+        behind_waiting=kept,
+    )
+    assert entry_id is not None
+    return entry_id
+
+
 async def test_a_kept_message_is_stored_behind_an_older_one_waiting_for_a_claim(
     db: Database,
 ) -> None:
@@ -238,24 +256,10 @@ async def test_a_kept_message_is_stored_behind_an_older_one_waiting_for_a_claim(
     unless an older entry of the session waits unowned (or is another process's): then it
     is stored unowned and queued too, and the session's claim takes both in order."""
     holder, peer = SqlInbox(db, owner="holder"), SqlInbox(db, owner="peer")
-
-    async def accept(inbox: SqlInbox, body: str, *, owned: bool, session: str = KEY) -> int:
-        entry_id = await inbox.accept(
-            message(body, message_id=body),
-            dedupe_key=f"k-{body}",
-            session_key=session,
-            agent_id="main",
-            running=True,
-            owned=owned,
-            behind_waiting=owned,
-        )
-        assert entry_id is not None
-        return entry_id
-
-    alone = await accept(holder, "a", owned=True, session=KEY + ":alone")
+    alone = await accepted(holder, "a", owned=True, session=KEY + ":alone", kept=True)
     assert holder.holds(alone)
-    waiting = await accept(peer, "b", owned=False)
-    behind = await accept(holder, "c", owned=True)
+    waiting = await accepted(peer, "b", owned=False)
+    behind = await accepted(holder, "c", owned=True, kept=True)
     assert not holder.holds(behind)
     entry = await holder.get(behind)
     assert entry is not None
@@ -268,19 +272,8 @@ async def test_a_claim_for_an_idle_session_starts_its_oldest_fresh_entry(db: Dat
     claim itself when nobody ran it yet; one an earlier process started is only claimed (the
     replay resumes it), and the rest stay queued."""
     receiver, holder = SqlInbox(db, owner="receiver"), SqlInbox(db, owner="holder")
-
-    async def unowned(body: str) -> int:
-        entry_id = await receiver.accept(
-            message(body, message_id=body),
-            dedupe_key=f"k-{body}",
-            session_key=KEY,
-            agent_id="main",
-            owned=False,
-        )
-        assert entry_id is not None
-        return entry_id
-
-    first, second = await unowned("a"), await unowned("b")
+    first = await accepted(receiver, "a", owned=False)
+    second = await accepted(receiver, "b", owned=False)
     entries, started = await holder.claim_and_start(KEY)
     assert [e.id for e in entries] == [first, second] and started == first
     states = [(e.state, e.attempts, e.owner) for e in entries]
