@@ -37,6 +37,9 @@ from agent_core.workspace import agent_workspace, user_workspace
 
 log = structlog.get_logger(__name__)
 
+SEEDED_REMEMBERED = 1_024
+"""Workspace directories this process remembers as seeded (the oldest is forgotten first)."""
+
 AGENTS_MD = "AGENTS.md"
 SOUL_MD = "SOUL.md"
 TOOLS_MD = "TOOLS.md"
@@ -146,7 +149,10 @@ class Workspaces:
         self.agent_type = AgentType(agent_type)
         self.templates_dir = templates_dir
         self.max_chars = max_chars
-        self._seeded: set[Path] = set()  # in-process cache: the disk check runs once per dir
+        # In-process cache, so the disk check runs once per directory; bounded, because a
+        # directory it forgot costs one more check, while one entry per user ever seen would
+        # grow with the bot's audience.
+        self._seeded: dict[Path, None] = {}
         self._lock = threading.Lock()
 
     def user_dir(self, user_id: str) -> Path:
@@ -208,7 +214,9 @@ class Workspaces:
             if created:
                 log.info("workspace.seeded", directory=str(directory), files=created)
         with self._lock:
-            self._seeded.add(directory)
+            self._seeded[directory] = None
+            if len(self._seeded) > SEEDED_REMEMBERED:
+                del self._seeded[next(iter(self._seeded))]
         return created
 
     def prompt_inputs(

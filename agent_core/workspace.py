@@ -34,10 +34,12 @@ def sanitize_user_id(user_id: str) -> str:
     return f"{safe or 'user'}-{digest}"
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def user_workspace(base: Path, user_id: str) -> Path:
     # Cached: asked several times per run, and resolving walks the path with a syscall per
     # part. File tools still resolve every path they touch (resolve_inside), root included.
+    # The chats of the moment fit; an entry is ~0.6 KiB, so 4,096 held 2.5 MiB of a busy
+    # process's 100 MiB budget.
     return (base / sanitize_user_id(user_id)).resolve()
 
 

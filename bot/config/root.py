@@ -150,6 +150,8 @@ class BotConfig(StrictModel):
     queue_cap: int = Field(10, ge=1)
     dm_concurrency: int = Field(1, ge=1)
     group_concurrency: int = Field(3, ge=1)
+    max_concurrent_runs: int = Field(30, ge=1)
+    """Runs at once in this process, over all sessions; more wait queued, in order."""
     admins: list[str] = Field(default_factory=list)
     """User ids (``channel:user_id`` or bare ids) allowed to stop anyone's run."""
     error_reply: str = "Sorry, something went wrong while answering. Please try again."

@@ -112,7 +112,11 @@ class Bursts:
         self.inbox = inbox
         self._turns = turns
         self.scheduler: Scheduler[Job] = Scheduler(
-            turns.run, queue_cap=config.queue_cap, on_drop=self._dropped, on_done=self.ended
+            turns.run,
+            queue_cap=config.queue_cap,
+            max_running=config.max_concurrent_runs,
+            on_drop=self._dropped,
+            on_done=self.ended,
         )
         self._windows: dict[BurstKey, _Window] = {}
         self._interrupted: dict[BurstKey, _Interrupted] = {}

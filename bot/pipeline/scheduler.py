@@ -2,6 +2,10 @@
 
 Each session has one lane: a bounded queue (oldest dropped when full) and a concurrency limit
 (1 for DMs so answers stay in order, up to 3 in groups where people talk over each other).
+Over all lanes at most ``max_running`` runs go at once (``bot.max_concurrent_runs``): a burst
+of many chats then waits as queued jobs, a few hundred bytes each, instead of as half-done runs
+that each hold a prompt, a history and a model request. Lanes that wait for a free slot get it
+in the order they began to wait, so a busy chat cannot keep the others out.
 """
 
 from __future__ import annotations
@@ -40,16 +44,22 @@ class Scheduler(Generic[J]):
         execute: Callable[[J], Coroutine[Any, Any, None]],
         *,
         queue_cap: int = 10,
+        max_running: int | None = None,
         on_drop: Callable[[J], Coroutine[Any, Any, None]] | None = None,
         on_done: Callable[[J], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         """``execute`` runs a job (the turn); ``on_done`` follows it however it ended, before
-        its lane takes the next job; ``on_drop`` gets a job that will never run."""
+        its lane takes the next job; ``on_drop`` gets a job that will never run;
+        ``max_running``: runs at once over all sessions (None: no limit)."""
         self._execute = execute
         self._on_drop = on_drop
         self._on_done = on_done
         self.queue_cap = queue_cap
+        self.max_running = max_running
         self._lanes: dict[str, _Lane[J]] = {}
+        self._running = 0
+        self._waiting: dict[str, None] = {}
+        """Sessions whose next job could start but for ``max_running``, oldest first."""
         self._background: set[asyncio.Task[None]] = set()
         self._held = False
 
@@ -65,7 +75,7 @@ class Scheduler(Generic[J]):
     def starts_at_once(self, session_key: str, concurrency: int) -> bool:
         """Whether a job submitted now to ``session_key`` would start without queueing."""
         lane = self._lanes.get(session_key)
-        if self._held:
+        if self._held or not self._slot_for(session_key):
             return False
         return lane is None or (not lane.queue and len(lane.running) < concurrency)
 
@@ -94,6 +104,8 @@ class Scheduler(Generic[J]):
         lane.queue = deque(job for job in lane.queue if not predicate(job))
         for job in dropped:
             self._notify_drop(job)
+        if not lane.queue:
+            self._waiting.pop(session_key, None)
         self._forget_if_idle(session_key)
         return dropped
 
@@ -120,11 +132,33 @@ class Scheduler(Generic[J]):
         if lane is None or self._held:
             return
         while lane.queue and len(lane.running) < lane.queue[0].concurrency:
+            if not self._slot_for(session_key):
+                self._waiting.setdefault(session_key)
+                break
+            self._waiting.pop(session_key, None)
             job = lane.queue.popleft()
             task = asyncio.create_task(self._run(job), name=f"run:{session_key}")
             lane.running.add(task)
+            self._running += 1
             task.add_done_callback(partial(self._finished, session_key))
         self._forget_if_idle(session_key)
+
+    def _slot_for(self, session_key: str) -> bool:
+        """Whether a run of ``session_key`` may start now as far as ``max_running`` goes: a
+        slot is free and no other session waits for one before it."""
+        if self.max_running is None:
+            return True
+        if self._running >= self.max_running:
+            return False
+        return not self._waiting or next(iter(self._waiting)) == session_key
+
+    def _pump_waiting(self) -> None:
+        while self._waiting and (self.max_running is None or self._running < self.max_running):
+            session_key = next(iter(self._waiting))
+            started = self._running
+            self._pump(session_key)
+            if self._running == started:  # emptied or at its own limit meanwhile
+                self._waiting.pop(session_key, None)
 
     async def _run(self, job: J) -> None:
         try:
@@ -135,11 +169,13 @@ class Scheduler(Generic[J]):
 
     def _finished(self, session_key: str, task: asyncio.Task[None]) -> None:
         lane = self._lanes.get(session_key)
-        if lane is not None:
+        if lane is not None and task in lane.running:
             lane.running.discard(task)
+            self._running -= 1
         if not task.cancelled() and task.exception() is not None:
             log.error("run.task_crashed", session_key=session_key, error=repr(task.exception()))
-        self._pump(session_key)
+        self._pump(session_key)  # behind the sessions already waiting for a slot, if any
+        self._pump_waiting()
 
     def _forget_if_idle(self, session_key: str) -> None:
         # Idle sessions cost nothing: thousands of quiet chats must not hold lanes.
@@ -160,6 +196,7 @@ class Scheduler(Generic[J]):
         tasks = [t for lane in self._lanes.values() for t in lane.running] + list(self._background)
         for lane in self._lanes.values():
             lane.queue.clear()
+        self._waiting.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_core import bootstrap
 from agent_core.bootstrap import (
     AGENT_LEVEL_FILES,
     SEED_MARKER,
@@ -129,6 +130,19 @@ class TestSeeding:
         assert spaces.ensure_user_files("alice") == [*AGENT_LEVEL_FILES, USER_MD]
         assert spaces.ensure_user_files("bob") == [USER_MD]
         assert spaces.ensure_user_files("bob") == []
+
+    def test_the_seeded_cache_forgets_the_oldest_and_a_forgotten_one_is_not_reseeded(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(bootstrap, "SEEDED_REMEMBERED", 2)
+        spaces = Workspaces(tmp_path, "main")
+        for user in ("alice", "bob", "carol"):
+            spaces.ensure_user_files(user)
+        remembered = spaces._seeded
+        assert list(remembered) == [spaces.user_dir("bob"), spaces.user_dir("carol")]
+        (spaces.user_dir("alice") / "SOUL.md").write_text("edited since")
+        assert spaces.ensure_user_files("alice") == []  # checked on disk again: marked
+        assert (spaces.user_dir("alice") / "SOUL.md").read_text() == "edited since"
 
     async def test_prepare_without_locks(self, tmp_path: Path) -> None:
         spaces = Workspaces(tmp_path, "main")

@@ -468,6 +468,27 @@ class TestNotAccepted:
             assert h.agent.requests == []
 
 
+class TestMaxConcurrentRuns:
+    async def test_a_chat_over_the_limit_is_stored_queued_and_answered_after(
+        self, inbox: SqlInbox
+    ) -> None:
+        """``bot.max_concurrent_runs``: a message of another chat waits, stored as ``queued``
+        (not ``running``, which it is not), and runs once the slot is free."""
+        async with gateway(inbox=inbox, max_concurrent_runs=1) as h:
+            hold = Hold("first")
+            first = await h.running("alice asks", hold)
+            bob_dm = ChatRef("web", "dm-bob", ChatType.DIRECT)
+            second = await h.queued("bob asks", chat=bob_dm, sender="bob")
+            entry = await inbox.get(2)
+            assert entry is not None and entry.state is InboxState.QUEUED
+            assert h.agent.asked() == ["alice asks"]
+            hold.release.set()
+            one, two = await settled(first.done, second.done)
+            assert (one.content, two.content) == ("first", "ok")
+            assert h.agent.asked() == ["alice asks", "bob asks"]
+            assert [state for _, state, _ in await entries(inbox)] == [InboxState.ANSWERED] * 2
+
+
 class TestHandOver:
     """The drain: channels keep receiving, commands act, messages wait for the next process."""
 

@@ -88,3 +88,75 @@ class TestScheduler:
         await wait_until(lambda: len(started) >= 2)
         assert sorted(started) == ["a", "b"]
         await s.aclose()
+
+
+class TestMaxRunning:
+    """``max_running`` (``bot.max_concurrent_runs``): runs at once over all sessions."""
+
+    @staticmethod
+    def scheduler(started: list[str], max_running: int) -> Scheduler[FakeJob]:
+        async def execute(job: FakeJob) -> None:
+            started.append(job.name)
+            await job.gate.wait()
+
+        return Scheduler(execute, max_running=max_running)
+
+    async def test_no_more_than_the_limit_run_and_the_next_starts_when_one_ends(self) -> None:
+        started: list[str] = []
+        s = self.scheduler(started, max_running=2)
+        jobs = [FakeJob(f"chat{i}", f"chat{i}") for i in range(4)]
+        for job in jobs:
+            s.submit(job)
+        await wait_until(lambda: len(started) >= 2)
+        await asyncio.sleep(0.01)  # kept (negative check): the other two wait
+        assert started == ["chat0", "chat1"]
+        assert not s.starts_at_once("chat9", 1)  # a new chat would wait too
+        jobs[1].gate.set()
+        await wait_until(lambda: len(started) >= 3)
+        await asyncio.sleep(0.01)  # kept (negative check): one slot freed, one start
+        assert started == ["chat0", "chat1", "chat2"]
+        for job in jobs:
+            job.gate.set()
+        await wait_until(lambda: len(started) == 4 and s.lanes == 0)
+        assert s.starts_at_once("chat9", 1)
+
+    async def test_a_busy_chat_waits_behind_the_chats_that_waited_first(self) -> None:
+        started: list[str] = []
+        s = self.scheduler(started, max_running=1)
+        a1, a2, a3 = FakeJob("a", "a1"), FakeJob("a", "a2"), FakeJob("a", "a3")
+        b1, c1 = FakeJob("b", "b1"), FakeJob("c", "c1")
+        for job in (a1, a2, b1, a3, c1):
+            s.submit(job)
+        for job in (a1, b1, c1, a2, a3):
+            await wait_until(lambda job=job: job.name in started)  # type: ignore[misc]
+            job.gate.set()
+        # b and c waited for the slot before a's next job could start: without the waiting
+        # order, a's own queue would go on first (a1, a2, a3, b1, c1).
+        assert started == ["a1", "b1", "c1", "a2", "a3"]
+
+    async def test_a_waiting_chat_whose_jobs_are_dropped_holds_up_nobody(self) -> None:
+        started: list[str] = []
+        s = self.scheduler(started, max_running=1)
+        a, b, c = FakeJob("a", "a"), FakeJob("b", "b"), FakeJob("c", "c")
+        for job in (a, b, c):
+            s.submit(job)
+        await wait_until(lambda: started == ["a"])
+        assert [job.name for job in s.drop_queued("b", lambda job: True)] == ["b"]
+        a.gate.set()
+        await wait_until(lambda: started == ["a", "c"])
+        c.gate.set()
+        await wait_until(lambda: s.lanes == 0)
+
+    async def test_a_held_scheduler_starts_nothing_when_a_slot_frees(self) -> None:
+        started: list[str] = []
+        s = self.scheduler(started, max_running=1)
+        a, b = FakeJob("a", "a"), FakeJob("b", "b")
+        s.submit(a)
+        s.submit(b)
+        await wait_until(lambda: started == ["a"])
+        s.hold()
+        a.gate.set()
+        assert await s.wait_running(5) == 0
+        await asyncio.sleep(0.01)  # kept (negative check): b stays queued
+        assert started == ["a"] and [job.name for job in s.queued("b")] == ["b"]
+        await s.aclose()
