@@ -119,6 +119,11 @@ class Loopgate:
         return self._gateway
 
     @property
+    def sessions_waiting_for_slot(self) -> int:
+        """Sessions whose next run waits for ``bot.max_concurrent_runs`` (0 before start)."""
+        return 0 if self._gateway is None else self._gateway.scheduler.waiting_for_slot
+
+    @property
     def evolution(self) -> EvolutionService:
         """Evolution suggestions and their review (bot/evolution); its schedule runs here."""
         if self._evolution is None:

@@ -60,6 +60,7 @@ async def scrape_state(loopgate: Loopgate) -> ScrapeState:
     states = loopgate.channel_starter.states
     return ScrapeState(
         active_runs=loopgate.registry.active_runs,
+        sessions_waiting=loopgate.sessions_waiting_for_slot,
         channels={name: state is ChannelState.UP for name, state in states.items()},
         inbox_depth=depth,
         inbox_oldest_age=oldest_age,

@@ -188,6 +188,11 @@ class Scheduler(Generic[J]):
         return set(self._lanes)
 
     @property
+    def waiting_for_slot(self) -> int:
+        """Sessions whose next job waits for a slot under ``max_running``."""
+        return len(self._waiting)
+
+    @property
     def lanes(self) -> int:
         return len(self._lanes)
 

@@ -80,6 +80,8 @@ class ScrapeState:
     """What is read when ``/metrics`` is asked, not counted as it happens."""
 
     active_runs: int = 0
+    sessions_waiting: int = 0
+    """Sessions with a job ready to run but for ``bot.max_concurrent_runs``."""
     channels: Mapping[str, bool] = field(default_factory=dict)
     """Each channel this process started: up or not."""
     inbox_depth: Mapping[str, int] | None = None
@@ -246,6 +248,11 @@ class Metrics:
         )
         yield GaugeMetricFamily(
             PREFIX + "active_runs", "Runs in progress in this process.", scrape.active_runs
+        )
+        yield GaugeMetricFamily(
+            PREFIX + "sessions_waiting_for_run_slot",
+            "Sessions in this process whose next run waits for bot.max_concurrent_runs.",
+            scrape.sessions_waiting,
         )
         up = GaugeMetricFamily(
             PREFIX + "channel_up", "1 when the channel is up, 0 otherwise.", labels=["channel"]

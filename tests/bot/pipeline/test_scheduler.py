@@ -110,6 +110,7 @@ class TestMaxRunning:
         await wait_until(lambda: len(started) >= 2)
         await asyncio.sleep(0.01)  # kept (negative check): the other two wait
         assert started == ["chat0", "chat1"]
+        assert s.waiting_for_slot == 2  # /metrics: loopgate_sessions_waiting_for_run_slot
         assert not s.starts_at_once("chat9", 1)  # a new chat would wait too
         jobs[1].gate.set()
         await wait_until(lambda: len(started) >= 3)
@@ -118,7 +119,7 @@ class TestMaxRunning:
         for job in jobs:
             job.gate.set()
         await wait_until(lambda: len(started) == 4 and s.lanes == 0)
-        assert s.starts_at_once("chat9", 1)
+        assert s.starts_at_once("chat9", 1) and s.waiting_for_slot == 0
 
     async def test_a_busy_chat_waits_behind_the_chats_that_waited_first(self) -> None:
         started: list[str] = []

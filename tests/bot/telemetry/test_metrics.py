@@ -129,6 +129,7 @@ class TestRender:
         metrics.observe_llm_usage("main", "m", 0, 0, cost_usd=0.125)
         scrape = ScrapeState(
             active_runs=3,
+            sessions_waiting=5,
             channels={"telegram": True, "zalo": False},
             inbox_depth={"queued": 4, "running": 2},
             inbox_oldest_age=12.5,
@@ -148,6 +149,8 @@ class TestRender:
         cost = families["loopgate_cost_usd"]
         assert cost[("loopgate_cost_usd_total", (("agent", "main"), ("model", "m")))] == 0.125
         assert families["loopgate_active_runs"] == {("loopgate_active_runs", ()): 3}
+        waiting = "loopgate_sessions_waiting_for_run_slot"
+        assert families[waiting] == {(waiting, ()): 5}
         assert families["loopgate_channel_up"] == {
             ("loopgate_channel_up", (("channel", "telegram"),)): 1,
             ("loopgate_channel_up", (("channel", "zalo"),)): 0,
