@@ -223,7 +223,10 @@ def write_config(
                 "rate_limit": "off",
             }
         },
-        "bot": {"sender_rate_limit": "off"},
+        # Every chat of the phase may run at once, in one process as in several: this measures
+        # the coordination, not bot.max_concurrent_runs (which would hold back only the single
+        # process, and so flatter the cluster's overhead).
+        "bot": {"sender_rate_limit": "off", "max_concurrent_runs": max(30, args.chats)},
     }
     if setup.clustered:
         config["redis"] = {"url": args.redis_url}
