@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import (
 from bot.storage._checkpoints import WalCheckpoints
 from bot.storage._engine import (
     POSTGRES_POOL_SIZE,
+    check_pool_room,
     create_engine,
     is_sqlite_memory,
     sqlite_pragmas,
@@ -246,6 +247,8 @@ async def open_database(
     except Exception as exc:  # unreachable server, bad credentials, unknown revision, ...
         await engine.dispose()
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
+    if engine.dialect.name == "postgresql":
+        await check_pool_room(engine, pool_size)
     lanes = None
     if engine.dialect.name == "sqlite" and not is_sqlite_memory(parsed):
         lanes = (

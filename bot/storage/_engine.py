@@ -1,5 +1,5 @@
 """Building the engine: the pool and connection settings of each dialect (SQLite's pragmas,
-Postgres' pool and its liveness check at checkout)."""
+Postgres' pool, its liveness check at checkout and its room on the server)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+import structlog
+from sqlalchemy import event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from bot.storage._sql import dump_json
+
+log = structlog.get_logger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 5_000
 # Each connection's page cache, in KiB (SQLite's default is 2,000). Six connections (the lanes'
@@ -64,6 +67,43 @@ def create_engine(
     else:
         event.listen(engine.sync_engine, "checkout", _replace_if_closed)
     return engine
+
+
+_ROOM = text(
+    "SELECT current_setting('max_connections')::int,"
+    " current_setting('superuser_reserved_connections')::int,"
+    " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+)
+
+
+def pool_room_warning(pool_size: int, max_connections: int, reserved: int, in_use: int) -> str:
+    """Why ``pool_size`` more connections may not fit on the server ("" when they do).
+
+    ``in_use`` counts every client's connections, the one asking included (it is the pool's
+    own); each further process of a cluster wants its own ``pool_size`` on top."""
+    free = max_connections - reserved - in_use + 1
+    if pool_size <= free:
+        return ""
+    return (
+        f"database.pool_size {pool_size} is more than the {free} connections the server has "
+        f"room for (max_connections {max_connections}, {reserved} reserved, {in_use} in use): "
+        "under load, queries will fail with 'too many clients'; lower database.pool_size or "
+        "raise max_connections (each process of a cluster keeps its own pool)"
+    )
+
+
+async def check_pool_room(engine: AsyncEngine, pool_size: int) -> None:
+    """Log ``storage.pool_too_large`` at start-up when the Postgres server can't take the pool
+    (a full pool is reached only under load, long after start-up, and fails there)."""
+    try:
+        async with engine.connect() as conn:
+            max_connections, reserved, in_use = (await conn.execute(_ROOM)).one()
+    except Exception as exc:  # a role that can't read the settings: nothing to say
+        log.debug("storage.pool_room_unknown", error=str(exc))
+        return
+    warning = pool_room_warning(pool_size, max_connections, reserved, in_use)
+    if warning:
+        log.warning("storage.pool_too_large", detail=warning, pool_size=pool_size)
 
 
 def _replace_if_closed(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: Any) -> None:

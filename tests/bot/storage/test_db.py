@@ -11,9 +11,11 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
+from structlog.testing import capture_logs
 
 from agent_core.messages import Message
 from bot.storage import Database, SqlSessionStore, StorageError, head_revision, open_database
+from bot.storage._engine import pool_room_warning
 from bot.storage.models import Base
 from tests.bot.storage.storage_fixtures import _append
 from tests.storage_support import Backend
@@ -175,6 +177,27 @@ async def test_connections_a_burst_opened_are_kept_for_the_next(backend: Backend
         second = set(await asyncio.gather(*(pid_held_a_moment(db) for _ in range(6))))
     assert len(first) == 3
     assert second == first
+
+
+async def test_a_pool_larger_than_the_server_has_room_for_is_named_at_start_up(
+    backend: Backend,
+) -> None:
+    if backend.name != "postgres":
+        pytest.skip("SQLite has no connection limit")
+    with capture_logs() as logs:
+        db = await open_database(backend.url, schema=backend.schema, pool_size=500)
+        await db.aclose()
+        fitting = await open_database(backend.url, schema=backend.schema, pool_size=2)
+        await fitting.aclose()
+    warnings = [entry for entry in logs if entry["event"] == "storage.pool_too_large"]
+    assert [entry["pool_size"] for entry in warnings] == [500]  # the server's default is 100
+    assert "max_connections" in warnings[0]["detail"]
+
+
+def test_the_pool_room_counts_the_asking_connection_as_the_pools_own() -> None:
+    assert pool_room_warning(10, max_connections=20, reserved=3, in_use=8) == ""  # 20-3-8+1=10
+    warning = pool_room_warning(11, max_connections=20, reserved=3, in_use=8)
+    assert warning.startswith("database.pool_size 11 is more than the 10 connections")
 
 
 async def test_connections_the_server_closed_are_replaced_without_a_failed_request(
