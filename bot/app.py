@@ -158,6 +158,7 @@ class Loopgate:
             pool_size=self.config.database.pool_size,
         )
         self._stack.push_async_callback(self._db.aclose)
+        await self._db.warn_if_pool_too_large(self.config.database.pool_size)
         if self.cluster is not None:
             self._stack.push_async_callback(self.cluster.aclose)
             await self.cluster.start()

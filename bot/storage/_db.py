@@ -174,6 +174,13 @@ class Database:
     def safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
+    async def warn_if_pool_too_large(self, pool_size: int) -> None:
+        """Postgres: log ``storage.pool_too_large`` when ``pool_size`` connections do not fit in
+        what the server has left. For the long-lived server (``loopgate serve``) only: a CLI
+        command or the migration child never fills its pool."""
+        if self.dialect == "postgresql":
+            await check_pool_room(self.engine, pool_size)
+
     def flush_before_close(self, flush: Callable[[], Awaitable[None]]) -> None:
         """``flush`` writes what a writer behind the runs holds (the usage rollup): awaited
         by :meth:`aclose` before the connections go."""
@@ -247,8 +254,6 @@ async def open_database(
     except Exception as exc:  # unreachable server, bad credentials, unknown revision, ...
         await engine.dispose()
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
-    if engine.dialect.name == "postgresql":
-        await check_pool_room(engine, pool_size)
     lanes = None
     if engine.dialect.name == "sqlite" and not is_sqlite_memory(parsed):
         lanes = (
