@@ -19,12 +19,16 @@ fresh Redis key prefix.
   same phase is shown too when readable (whole servers: other clients count as well).
 
     python benchmarks/cluster.py [--processes 1,2,3] [--chats 40] [--per-chat 5] [--out FILE]
-        [--rounds 3] [--routing round-robin|sticky]
+        [--rounds 3] [--routing round-robin|sticky] [--independent]
         [--database-url postgresql+asyncpg://...] [--redis-url redis://127.0.0.1:6379/15]
 
 ``--rounds`` repeats every setup, interleaved, and reports medians (a shared machine is noisy);
 ``--routing sticky`` sends all updates of one chat to the same process instead, which shows how
 much of the extra CPU comes from a chat's messages landing in different processes.
+``--independent`` adds, for each N > 1, N processes that share nothing (each its own schema, no
+Redis, a chat's updates always to the same one): the cluster's CPU per reply minus theirs
+("coord") is what coordination costs, apart from what N busy processes cost on this machine by
+themselves (each at a fraction of the load batches less; N pools, N sets of timers).
 
 The URLs default to $LOOPGATE_TEST_POSTGRES_URL and $LOOPGATE_TEST_REDIS_URL (set by .ci/run).
 Prints a table and one JSON line; ``--out`` also writes the JSON.
@@ -79,6 +83,9 @@ class Setup:
     name: str
     processes: int
     clustered: bool
+    # N processes that share nothing: each its own schema, no Redis, a chat always sent to the
+    # same one. What N processes on this machine cost without any coordination.
+    independent: bool = False
 
 
 @dataclass
@@ -110,7 +117,9 @@ class Result:
         return max(0.0, self.busy_cores - ours / self.seconds)
 
 
-def summarize(rounds: list[Result], baseline_cpu_ms: float | None) -> dict[str, Any]:
+def summarize(
+    rounds: list[Result], baseline_cpu_ms: float | None, independent_cpu_ms: float | None = None
+) -> dict[str, Any]:
     """One setup over its rounds: latencies pooled, everything else the median of the rounds."""
     setup, replies = rounds[0].setup, rounds[0].replies
     loaded = [v for r in rounds for v in r.loaded]
@@ -125,13 +134,19 @@ def summarize(rounds: list[Result], baseline_cpu_ms: float | None) -> dict[str, 
     return {
         "processes": setup.processes,
         "redis": setup.clustered,
+        "independent": setup.independent,
         "throughput_rps": median([replies / r.seconds for r in rounds], digits=1),
         "latency_ms": {"p50": round(pct(loaded, 0.50), 1), "p99": round(pct(loaded, 0.99), 1)},
         "idle_latency_ms": {"p50": round(pct(idle, 0.50), 1), "p99": round(pct(idle, 0.99), 1)},
         "cpu_ms_per_reply": round(cpu_ms, 2),
         "overhead_cpu_ms_per_reply": (
             round(cpu_ms - baseline_cpu_ms, 2)
-            if setup.clustered and baseline_cpu_ms is not None
+            if (setup.clustered or setup.independent) and baseline_cpu_ms is not None
+            else None
+        ),
+        "coordination_cpu_ms_per_reply": (
+            round(cpu_ms - independent_cpu_ms, 2)
+            if setup.clustered and independent_cpu_ms is not None
             else None
         ),
         "postgres_cpu_ms_per_reply": median([r.postgres_cpu for r in rounds], per_reply),
@@ -281,6 +296,8 @@ class Webhooks:
 async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Result:
     result = Result(setup)
     schema = f"bench_{uuid.uuid4().hex[:12]}"
+    # Independent processes share nothing, so each gets a schema of its own.
+    schemas = [f"{schema}_{n}" for n in range(setup.processes)] if setup.independent else [schema]
     prefix = f"loopgate-bench-{uuid.uuid4().hex[:8]}"
     secret = secrets.token_hex(16)
     redis_client: aioredis.Redis = aioredis.Redis.from_url(args.redis_url)
@@ -290,19 +307,22 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
         async with FakeLLM() as llm, BenchTelegram() as tg:
             config = write_config(workdir, llm, tg, args, setup, secret, prefix)
             command = [sys.executable, str(ROOT / "benchmarks" / "schema_serve.py")]
-            env = {"LOOPGATE_BENCH_SCHEMA": schema}
             ports: list[int] = []
             for n in range(setup.processes):  # one at a time: start-up is not measured
                 home = workdir / f"p{n}"  # its own cwd: data/, workspaces, serve.log
                 home.mkdir()
+                env = {"LOOPGATE_BENCH_SCHEMA": schemas[n % len(schemas)]}
                 proc, log, port = await start_serve(home, config, command=command, env=env)
                 procs.append((proc, log))
                 ports.append(port)
-            hooks = Webhooks(tg, ports, secret, args.routing == "sticky")
+            hooks = Webhooks(tg, ports, secret, args.routing == "sticky" or setup.independent)
             try:
                 pids = [proc.pid for proc, _ in procs]
                 for n in range(args.warmup * setup.processes):
-                    await hooks.ask(WARMUP_USER, f"warm {n}")
+                    # Sticky: one warm-up chat per process, so that each is warmed as with
+                    # round-robin.
+                    user = WARMUP_USER + (n % setup.processes if hooks.sticky else 0)
+                    await hooks.ask(user, f"warm {n}")
                 for n in range(args.latency):
                     result.idle.append(await hooks.ask(LATENCY_USER, f"m{n}"))
                 if args.idle > 0:  # background work with nothing to answer
@@ -356,8 +376,9 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                 await hooks.http.aclose()
                 await asyncio.gather(*(stop_serve(proc, log) for proc, log in procs))
     finally:
-        with contextlib.suppress(Exception):
-            await drop_schema(args.database_url, schema)
+        for name in schemas:
+            with contextlib.suppress(Exception):
+                await drop_schema(args.database_url, name)
         with contextlib.suppress(Exception):
             await drop_keys(redis_client, prefix)
         await redis_client.aclose()
@@ -368,7 +389,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, list[Result]
     setups = []
     if args.baseline:
         setups.append(Setup("single (no Redis)", 1, False))
-    setups += [Setup(f"cluster x{n}", n, True) for n in args.processes]
+    for n in args.processes:
+        if args.independent and n > 1:
+            setups.append(Setup(f"independent x{n}", n, False, independent=True))
+        setups.append(Setup(f"cluster x{n}", n, True))
     results: dict[str, list[Result]] = {setup.name: [] for setup in setups}
     for round_ in range(args.rounds):  # interleaved: a noisy minute hits every setup alike
         for setup in setups:
@@ -383,8 +407,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, list[Result]
 
 
 def report(results: dict[str, list[Result]], args: argparse.Namespace) -> dict[str, Any]:
-    baseline = next((r for r in results.values() if not r[0].setup.clustered), None)
-    base_ms = statistics.median(r.cpu_ms for r in baseline) if baseline else None
+    def median_cpu(name: str) -> float | None:
+        rounds = results.get(name)
+        return statistics.median(r.cpu_ms for r in rounds) if rounds else None
+
+    base_ms = median_cpu("single (no Redis)")
     return {
         "cores": os.cpu_count(),
         "messages_per_setup": args.chats * args.per_chat,
@@ -393,7 +420,13 @@ def report(results: dict[str, list[Result]], args: argparse.Namespace) -> dict[s
         "rounds": args.rounds,
         "routing": args.routing,
         "warm_burst": args.warm_burst,
-        "results": {name: summarize(rounds, base_ms) for name, rounds in results.items()},
+        "independent": args.independent,
+        "results": {
+            name: summarize(
+                rounds, base_ms, median_cpu(f"independent x{rounds[0].setup.processes}")
+            )
+            for name, rounds in results.items()
+        },
     }
 
 
@@ -406,7 +439,7 @@ def print_table(data: dict[str, Any]) -> None:
 
     head = (
         "setup", "replies/s", "p50 ms", "p99 ms", "idle p50", "idle p99",
-        "CPU ms/reply", "overhead", "postgres", "redis", "bench", "busy", "others",
+        "CPU ms/reply", "overhead", "coord", "postgres", "redis", "bench", "busy", "others",
         "idle ms/s",
         "RSS MiB", "answers",
     )  # fmt: skip
@@ -422,6 +455,7 @@ def print_table(data: dict[str, Any]) -> None:
                 show(row["idle_latency_ms"]["p99"]),
                 show(row["cpu_ms_per_reply"]),
                 signed(row["overhead_cpu_ms_per_reply"]),
+                signed(row["coordination_cpu_ms_per_reply"]),
                 show(row["postgres_cpu_ms_per_reply"]),
                 show(row["redis_cpu_ms_per_reply"]),
                 show(row["bench_cpu_ms_per_reply"]),
@@ -441,7 +475,8 @@ def print_table(data: dict[str, Any]) -> None:
     print(
         f"{data['messages_per_setup']} DMs from {data['chats']} chats at once per setup (latency "
         f"p50/p99 under that load), idle: {data['latency_dms']} sequential DMs; CPU: all Loopgate "
-        "processes; overhead: CPU ms/reply minus the single process's; postgres/redis: whole "
+        "processes; overhead: CPU ms/reply minus the single process's; coord: minus that of as "
+        "many independent processes (--independent); postgres/redis: whole "
         "servers' CPU ms/reply over the same phase; bench: this process's (fake Bot API, fake "
         "LLM, HTTP client); busy: cores busy on the whole machine during the phase, of "
         f"{data['cores']}, others: of those, not this benchmark's; median of {data['rounds']} "
@@ -482,6 +517,12 @@ def main() -> None:
         "--rounds", type=int, default=1, help="repeat every setup, interleaved (default 1)"
     )
     parser.add_argument("--lease", type=float, default=15.0, help="cluster.lease_seconds")
+    parser.add_argument(
+        "--independent",
+        action="store_true",
+        help="also measure N processes that share nothing (own schemas, no Redis, sticky) for "
+        "each N > 1: the cluster's CPU minus theirs is what coordination costs",
+    )
     parser.add_argument(
         "--no-baseline", dest="baseline", action="store_false", help="skip the no-Redis run"
     )
