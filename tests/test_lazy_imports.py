@@ -118,6 +118,24 @@ def test_the_http_app_without_admin_token_does_not_import_the_dashboard(tmp_path
     assert not modules & {"jinja2", "alembic", "slack_bolt", "slack_sdk", "aiohttp", "anthropic"}
 
 
+def test_the_dashboards_module_is_imported_only_with_admin_token(tmp_path: Path) -> None:
+    # Issue 33: nor is the admin package's routing module imported without the token, while
+    # /admin still answers a plain 404 (tests/bot/admin/test_app.py::TestOff).
+    code = """
+        from bot.app import Loopgate
+        from bot.config import parse_config
+        from bot.http.server import create_app
+
+        create_app(Loopgate(parse_config(CONFIG, {})), manage_lifespan=False)
+        """
+    without = _imported_after(code.replace("CONFIG", "{}"), tmp_path, modules=True)
+    assert "bot.http.server" in without
+    assert not any(m.startswith("bot.admin") for m in without)
+    token = {"admin": {"token": "t" * 32}}
+    with_token = _imported_after(code.replace("CONFIG", repr(token)), tmp_path, modules=True)
+    assert "bot.admin.app" in with_token
+
+
 def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anthropic(
     tmp_path: Path,
 ) -> None:
@@ -179,6 +197,11 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     # On SQLite, SQLAlchemy's Postgres dialect (~2 MiB) is never loaded (bot/storage/_sql.py).
     assert "sqlalchemy.dialects.sqlite" in modules
     assert not any(m.startswith("sqlalchemy.dialects.postgresql") for m in modules)
+    # The exec tool is off by default: its sandbox backends (bwrap, docker, the host, their
+    # process and cgroup helpers) load with the first sandbox built (agent_core/sandbox).
+    assert "agent_core.tools.exec" in modules
+    sandboxes = {m for m in modules if m.startswith("agent_core.sandbox")}
+    assert sandboxes == {"agent_core.sandbox", "agent_core.sandbox.base"}
 
 
 def test_a_start_imports_neither_rich_nor_pygments(tmp_path: Path) -> None:

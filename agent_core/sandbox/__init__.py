@@ -4,6 +4,9 @@
 here. Nothing here ever falls back to the host on its own.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agent_core.sandbox.base import (
     BASE_ENV,
     MAX_OUTPUT,
@@ -17,11 +20,29 @@ from agent_core.sandbox.base import (
     SandboxUnavailable,
     Stream,
 )
-from agent_core.sandbox.bwrap import BwrapSandbox
-from agent_core.sandbox.docker import DEFAULT_IMAGE, DockerSandbox
-from agent_core.sandbox.host import HostSandbox
+
+if TYPE_CHECKING:
+    from agent_core.sandbox.bwrap import BwrapSandbox
+    from agent_core.sandbox.docker import DEFAULT_IMAGE, DockerSandbox
+    from agent_core.sandbox.host import HostSandbox
 
 BACKENDS = ("bwrap", "docker", "none")
+
+# The backends (and their process and cgroup helpers) load with the first sandbox built: the
+# exec tool is off by default, and a service without it should not carry them.
+_LAZY = {
+    "BwrapSandbox": "agent_core.sandbox.bwrap",
+    "DEFAULT_IMAGE": "agent_core.sandbox.docker",
+    "DockerSandbox": "agent_core.sandbox.docker",
+    "HostSandbox": "agent_core.sandbox.host",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 def build_sandbox(
@@ -30,10 +51,16 @@ def build_sandbox(
     """The backend named ``backend`` (one of :data:`BACKENDS`)."""
     limits = limits or Limits()
     if backend == "bwrap":
+        from agent_core.sandbox.bwrap import BwrapSandbox
+
         return BwrapSandbox(network=network, limits=limits)
     if backend == "docker":
+        from agent_core.sandbox.docker import DEFAULT_IMAGE, DockerSandbox
+
         return DockerSandbox(image=image or DEFAULT_IMAGE, network=network, limits=limits)
     if backend == "none":
+        from agent_core.sandbox.host import HostSandbox
+
         return HostSandbox(limits=limits)
     raise ValueError(f"unknown sandbox {backend!r} (one of: {', '.join(BACKENDS)})")
 

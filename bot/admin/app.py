@@ -1,5 +1,6 @@
-"""The ``/admin`` mount of the HTTP server (:func:`admin_routes`); when ``admin.token`` is not
-set, ``/admin`` does not exist (404 for everything under it).
+"""The ``/admin`` mount of the HTTP server (:func:`admin_routes`), imported only when
+``admin.token`` is set; without it ``/admin`` does not exist (:mod:`bot.http.server` answers 404
+for everything under it).
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -46,18 +47,12 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-async def _absent(request: Request) -> Response:
-    return PlainTextResponse("Not Found", 404)
-
-
 def admin_routes(loopgate: Loopgate) -> list[BaseRoute]:
-    """``[Mount("/admin", ...)]`` when the dashboard is on, else a plain 404 for ``/admin*``
-    (not the 405 that the webhook route would answer a GET with)."""
+    """``[Mount("/admin", ...)]``: the dashboard, for a service with ``admin.token`` set (without
+    it, :mod:`bot.http.server` answers ``/admin*`` itself and never imports this module)."""
     config = loopgate.config.admin
     if not config.token:
-        return [
-            Route("/admin{rest:path}", _absent, methods=["GET", "HEAD", "POST", "PUT", "DELETE"])
-        ]
+        raise ValueError("the dashboard needs admin.token")
     # Imported only now: the pages need Jinja2 (~5 MiB), which a service without the dashboard
     # should not carry.
     from bot.admin.api import api_routes

@@ -19,12 +19,17 @@ import structlog
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agent_core import Event
-from bot.admin.app import admin_routes
 from bot.app import Loopgate
 from bot.http.body_limit import BodyLimit
 from bot.http.health import health_report
@@ -158,7 +163,7 @@ def create_app(
             Route("/login", login_form, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             WebSocketRoute("/ws", chat_socket),
-            *admin_routes(loopgate),  # /admin, only with admin.token set
+            *_admin_routes(loopgate),  # /admin, only with admin.token set
             # POST /telegram/webhook, /slack/events, /zalo/webhook: whichever channel claims it.
             Route("/{path:path}", webhook, methods=["POST"]),
             # GET /zalo/files/…: a file a channel offers by link (FileHost).
@@ -167,6 +172,21 @@ def create_app(
         middleware=[Middleware(BodyLimit, max_bytes=config.server.max_body_bytes)],
         lifespan=lifespan,
     )
+
+
+def _admin_routes(loopgate: Loopgate) -> list[BaseRoute]:
+    """The dashboard with ``admin.token`` set, else a plain 404 for ``/admin*`` (not the 405
+    that the webhook route would answer a GET with), without importing :mod:`bot.admin`."""
+    if not loopgate.config.admin.token:
+
+        async def absent(request: Request) -> Response:
+            return PlainTextResponse("Not Found", 404)
+
+        methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
+        return [Route("/admin{rest:path}", absent, methods=methods)]
+    from bot.admin.app import admin_routes
+
+    return admin_routes(loopgate)
 
 
 def _log_web_access(access: WebAccess, host: str) -> None:
