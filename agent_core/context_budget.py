@@ -21,6 +21,7 @@ from agent_core.compaction import Compactor, NotCompacted, compact_messages, com
 from agent_core.locks import SharedLocks
 from agent_core.memory_flush import run_memory_flush
 from agent_core.messages import Message
+from agent_core.metered_provider import metered
 from agent_core.providers.base import Provider
 from agent_core.pruning import prune_context
 from agent_core.run import RunRequest
@@ -28,6 +29,7 @@ from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
 from agent_core.tokens import TokenCounter, byte_bound, get_encoder
 from agent_core.tracing import SpanKind, Trace, new_trace
+from agent_core.usage import UsageLimitReached, UsageMeter
 
 log = structlog.get_logger(__name__)
 
@@ -99,7 +101,16 @@ class ContextBudget:
             thresholds.append(window * self.settings.compaction.trigger_share)
         return min(thresholds)
 
-    async def fit(self, messages: list[Message], *, allow_compaction: bool) -> FitResult:
+    async def fit(
+        self,
+        messages: list[Message],
+        *,
+        allow_compaction: bool,
+        meter: UsageMeter | None = None,
+        request: RunRequest | None = None,
+    ) -> FitResult:
+        """``meter``: a mid-loop summary is accounted to ``request``'s run (and a limit may
+        refuse it: then nothing is compacted)."""
         # The ceiling decides whenever it can, loaded encoding or not: once a usage limit has
         # loaded it, counting every message of every call exactly cost more than half of a
         # text reply's CPU (benchmarks/serve.py --all-capabilities), for the same decision.
@@ -116,12 +127,13 @@ class ContextBudget:
         trigger = window * self.settings.compaction.trigger_share
         if allow_compaction and self.settings.compaction.enabled and tokens >= trigger:
             try:
+                provider = metered(self.provider, meter, request, self)
                 result.messages = await compact_messages(
-                    result.messages, self.provider, self.settings.model, self.settings.compaction
+                    result.messages, provider, self.settings.model, self.settings.compaction
                 )
                 result.compacted = True
                 result.tokens = tokens = counter.count(result.messages)
-            except (NotCompacted, TimeoutError) as exc:
+            except (NotCompacted, TimeoutError, UsageLimitReached) as exc:
                 result.compaction_error = str(exc) or type(exc).__name__
                 log.info("compaction.mid_loop_skipped", reason=result.compaction_error)
         result.exceeded = tokens > self.limit
@@ -131,12 +143,18 @@ class ContextBudget:
         self.deferred_counter().calibrate(messages, prompt_tokens)  # kept until loaded
 
     async def after_run(
-        self, request: RunRequest, stored: Sequence[Message], summary: str | None
+        self,
+        request: RunRequest,
+        stored: Sequence[Message],
+        summary: str | None,
+        meter: UsageMeter | None = None,
     ) -> bool:
-        """Start post-run compaction when the session is over a threshold; True if started."""
+        """Start post-run compaction when the session is over a threshold; True if started.
+        ``meter``: its model calls (memory flush, summary) are accounted to ``request``'s run."""
         if not await self._should_compact(stored, summary):
             return False
         workspace = self.workspaces.user_dir(request.user_id)
+        provider = metered(self.provider, meter, request, self)
 
         trace = new_trace(f"{request.run_id}:compaction", request.session_key, self.settings.id)
         trace.root.attributes.update(kind="post_run_compaction", run_id=request.run_id)
@@ -147,7 +165,7 @@ class ContextBudget:
                 self.workspaces.context_files, request.user_id, PromptMode.MINIMAL
             )
             result = await run_memory_flush(
-                provider=self.provider,
+                provider=provider,
                 settings=self.settings,
                 request=request,
                 workspace=workspace,
@@ -172,12 +190,16 @@ class ContextBudget:
                 removed = await compact_session(
                     self.store,
                     request.session_key,
-                    self.provider,
+                    provider,
                     self.settings.model,
                     self.settings.compaction,
                     flush=flush,
                     flushed=self._flushed,
                 )
+            except UsageLimitReached as exc:  # as if there were nothing to summarize yet
+                span.end(compacted=False, reason=exc.reason)
+                trace.finish("not_compacted", error=exc.reason)
+                raise NotCompacted(exc.reason) from exc
             except NotCompacted as exc:
                 span.end(compacted=False, reason=str(exc))
                 trace.finish("not_compacted", error=str(exc))

@@ -51,13 +51,7 @@ from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
 from agent_core.tool_exec import ToolBudget, ToolOutcome, execute_tool_calls
 from agent_core.tools.base import ToolRegistry
-from agent_core.tracing import (
-    SpanKind,
-    Trace,
-    messages_as_json,
-    new_trace,
-    verbose_enabled,
-)
+from agent_core.tracing import SpanKind, Trace, messages_as_json, new_trace, verbose_enabled
 from agent_core.uncancellable import finish_despite_cancel
 from agent_core.usage import UsageLimitReached, UsageMeter
 
@@ -166,7 +160,8 @@ class Loop:
                     model=self.settings.model,
                     provider=self.provider.name,
                 )
-                await self.context.after_run(request, [*state.stored, *state.buffer], state.summary)
+                stored = [*state.stored, *state.buffer]
+                await self.context.after_run(request, stored, state.summary, self.meter)
         except asyncio.CancelledError:
             trace.finish("cancelled")
             # The run's own task is being cancelled: the trace is still saved, to its end even
@@ -256,7 +251,10 @@ class Loop:
 
     async def _fit_context(self, state: RunState, iteration: int) -> Finish | None:
         """Prune, compact mid-loop (once per run), and stop cleanly when still over budget."""
-        fit = await self.context.fit(state.messages, allow_compaction=not state.compacted)
+        compact = not state.compacted
+        fit = await self.context.fit(
+            state.messages, allow_compaction=compact, meter=self.meter, request=state.request
+        )
         if fit.compaction_error is not None or fit.compacted:
             await self._emit(
                 state.request, EventType.ACTIVITY, phase="compacting", iteration=iteration

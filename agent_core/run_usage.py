@@ -10,7 +10,7 @@ import structlog
 
 from agent_core.messages import Usage
 from agent_core.providers.base import ModelRequest
-from agent_core.run import RunStatus
+from agent_core.run import RunRequest, RunStatus
 from agent_core.run_state import Finish, RunState
 from agent_core.tokens import TokenCounter
 from agent_core.tracing import Span, Trace
@@ -56,8 +56,32 @@ async def reserve_call(
     """
     if meter is None:
         return None
+    call = estimated_call(
+        meter,
+        state.request,
+        provider,
+        model_request,
+        counters,
+        iteration=iteration,
+        first_of_run=not state.metered,
+    )
+    return await meter.reserve(call)
+
+
+def estimated_call(
+    meter: UsageMeter,
+    request: RunRequest,
+    provider: str,
+    model_request: ModelRequest,
+    counters: TokenCounters,
+    *,
+    iteration: int,
+    first_of_run: bool,
+) -> LlmCall:
+    """``model_request`` as the meter sees it: its input's ceiling when a limit applies to the
+    run (see :func:`reserve_call`), else 0."""
     tokens, exact = 0, None
-    if meter.needs_estimate(state.request):
+    if meter.needs_estimate(request):
         model, messages = model_request.model, model_request.messages
         tokens = counters.deferred_counter(model).ceiling(messages)
 
@@ -65,17 +89,16 @@ async def reserve_call(
             return (await counters.counter(model)).count(messages)
 
         exact = exact_input
-    call = LlmCall(
-        state.request,
+    return LlmCall(
+        request,
         provider,
         model_request.model,
         iteration,
         input_tokens=tokens,
         max_output_tokens=model_request.max_tokens or DEFAULT_OUTPUT_ESTIMATE,
-        first_of_run=not state.metered,
+        first_of_run=first_of_run,
         exact_input=exact,
     )
-    return await meter.reserve(call)
 
 
 async def release_call(meter: UsageMeter | None, ticket: Reservation | None) -> None:

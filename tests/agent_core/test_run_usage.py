@@ -21,6 +21,8 @@ from agent_core import (
     UsageLimitReached,
 )
 from agent_core.errors import ProviderUnavailable
+from agent_core.messages import Message
+from agent_core.settings import CompactionSettings, MemoryFlushSettings
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 from tests.agent_core.test_loop import make_loop, request
 
@@ -119,6 +121,74 @@ async def test_a_failed_call_releases_its_reservation(tmp_path: Path) -> None:
     result = await loop.run(request())
     assert result.status is RunStatus.FAILED
     assert [usage for _, usage in meter.settled] == [None]
+
+
+# -- a session's housekeeping (agent_core/metered_provider.py) ------------------------------
+
+BIG = "lorem ipsum dolor sit amet " * 40  # well over 100 tokens however it is counted
+
+
+def stored_turns(store: MemoryStore, turns: int, text: str = "") -> None:
+    store.sessions["s1"] = [
+        m for i in range(turns) for m in (Message.user(f"q{i}{text}"), Message.assistant(f"a{i}"))
+    ]
+
+
+async def test_a_post_run_memory_flush_and_summary_are_metered_as_the_runs_calls(
+    tmp_path: Path,
+) -> None:
+    meter = Meter()
+    provider = ScriptedProvider(reply("the answer"), reply("NO_REPLY"), reply("a summary"))
+    loop, store, _ = make_loop(
+        tmp_path, provider, compaction=CompactionSettings(min_messages=4, keep_last=2)
+    )
+    loop.meter = meter
+    stored_turns(store, 3)
+    assert (await loop.run(request())).status is RunStatus.COMPLETED
+    await loop.context.compactor.wait_idle()
+    assert store.summaries["s1"] == "a summary"
+    # The run, its memory flush, its summary: each reserved and settled with what it used,
+    # under the run's user; the run is counted once, with its own first call.
+    assert [c.first_of_run for c in meter.reserved] == [True, False, False]
+    assert {(c.request.run_id, c.request.user_id) for c in meter.reserved} == {
+        (meter.reserved[0].request.run_id, "u1")
+    }
+    assert [usage for _, usage in meter.settled] == [Usage(10, 5)] * 3
+
+
+async def test_a_summary_a_limit_refuses_leaves_the_session_as_it_was(tmp_path: Path) -> None:
+    meter = Meter(refuse_at=0)  # housekeeping calls only: the run's own start at iteration 1
+    provider = ScriptedProvider(reply("the answer"))  # a summary call would fail the test
+    compaction = CompactionSettings(
+        min_messages=4, keep_last=2, memory_flush=MemoryFlushSettings(enabled=False)
+    )
+    loop, store, _ = make_loop(tmp_path, provider, compaction=compaction)
+    loop.meter = meter
+    stored_turns(store, 3)
+    assert (await loop.run(request())).status is RunStatus.COMPLETED
+    await loop.context.compactor.wait_idle()
+    assert "s1" not in store.summaries and len(store.sessions["s1"]) == 8
+    assert len(provider.requests) == 1
+    [compaction_trace] = [
+        t for t in store.traces if t.root.attributes.get("kind") == "post_run_compaction"
+    ]
+    assert compaction_trace.status == "not_compacted"
+    assert compaction_trace.error == "usage.user_daily_tokens"
+
+
+async def test_a_mid_loop_summary_is_metered_before_the_call_it_makes_room_for(
+    tmp_path: Path,
+) -> None:
+    meter = Meter()
+    provider = ScriptedProvider(reply("they talked about lorem ipsum"), reply("the answer"))
+    loop, store, _ = make_loop(tmp_path, provider, context_window=3000)
+    loop.meter = meter
+    stored_turns(store, 8, " " + BIG)  # ~2,400 tokens: over the trigger (75%), under 3,000
+    result = await loop.run(request())
+    assert result.status is RunStatus.COMPLETED and result.content == "the answer"
+    assert "they talked about lorem ipsum" in provider.requests[1].messages[1].content
+    assert [(c.iteration, c.first_of_run) for c in meter.reserved] == [(0, False), (1, True)]
+    assert [usage for _, usage in meter.settled] == [Usage(10, 5)] * 2
 
 
 @pytest.mark.parametrize("cached", [0, 7])
