@@ -373,6 +373,7 @@ class Loop:
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
             cached_input_tokens=response.usage.cached_input_tokens,
+            cache_write_tokens=response.usage.cache_write_tokens,
             tool_calls=len(response.tool_calls),
         )
         return response

@@ -95,11 +95,15 @@ class Usage:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     """The part of ``input_tokens`` read from the provider's prompt cache (billed lower)."""
+    cache_write_tokens: int = 0
+    """The part of ``input_tokens`` written to the provider's prompt cache (Anthropic's
+    ``cache_creation_input_tokens``: billed higher than plain input)."""
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cached_input_tokens += other.cached_input_tokens
+        self.cache_write_tokens += other.cache_write_tokens
 
     @property
     def total_tokens(self) -> int:
@@ -110,6 +114,7 @@ class Usage:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cached_input_tokens": self.cached_input_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "total_tokens": self.total_tokens,
         }
 

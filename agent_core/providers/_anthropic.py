@@ -299,7 +299,8 @@ def parse_usage(usage: Any) -> Usage:
         for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
     cached = int(usage.get("cache_read_input_tokens") or 0)
-    return Usage(inputs, int(usage.get("output_tokens") or 0), cached)
+    written = int(usage.get("cache_creation_input_tokens") or 0)
+    return Usage(inputs, int(usage.get("output_tokens") or 0), cached, written)
 
 
 def parse_message(payload: dict[str, Any]) -> tuple[ModelResponse, list[dict[str, Any]]]:
@@ -353,18 +354,14 @@ class _StreamAssembler:
     """Builds one response from the Messages streaming events."""
 
     blocks: dict[int, _Block] = field(default_factory=dict)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     done: bool = False
 
     def feed(self, event: dict[str, Any]) -> list[Delta]:
         kind = event.get("type")
         if kind == "message_start":
-            usage = parse_usage((event.get("message") or {}).get("usage"))
-            self.input_tokens, self.output_tokens = usage.input_tokens, usage.output_tokens
-            self.cached_input_tokens = usage.cached_input_tokens
+            self.usage = parse_usage((event.get("message") or {}).get("usage"))
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             self.blocks[int(event["index"])] = _Block(
@@ -379,7 +376,7 @@ class _StreamAssembler:
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
             delta_usage = event.get("usage") or {}
             if delta_usage.get("output_tokens") is not None:  # cumulative: the last one wins
-                self.output_tokens = int(delta_usage["output_tokens"])
+                self.usage.output_tokens = int(delta_usage["output_tokens"])
         elif kind == "message_stop":
             self.done = True
         return []
@@ -422,7 +419,7 @@ class _StreamAssembler:
         response = ModelResponse(
             content="".join(text),
             tool_calls=calls,
-            usage=Usage(self.input_tokens, self.output_tokens, self.cached_input_tokens),
+            usage=self.usage,
             finish_reason=self.stop_reason,
             thinking="".join(thinking),
         )

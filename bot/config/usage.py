@@ -15,6 +15,9 @@ class PricingConfig(StrictModel):
     output_per_mtok: float = Field(ge=0)
     cached_input_per_mtok: float | None = Field(None, ge=0)
     """Input read from the provider's prompt cache; unset: billed as ``input_per_mtok``."""
+    cache_write_per_mtok: float | None = Field(None, ge=0)
+    """Input written to the provider's prompt cache (Anthropic: 1.25x input for a 5-minute
+    cache); unset: billed as ``input_per_mtok``."""
 
 
 class BudgetConfig(StrictModel):

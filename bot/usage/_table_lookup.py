@@ -8,8 +8,8 @@ It imports nothing of Loopgate's, so the child loads only the table.
     python _table_lookup.py PROVIDER BASE_URL MODEL     # BASE_URL may be empty
 
 Prints ``null`` (the table does not know the model), or ``{"version", "tiered", "input",
-"output", "cached_input"}`` in USD per million tokens (``tiered``: the price depends on the
-context length, and the caller prices it with the table itself).
+"output", "cached_input", "cache_write"}`` in USD per million tokens (``tiered``: the price
+depends on the context length, and the caller prices it with the table itself).
 """
 
 from __future__ import annotations
@@ -35,12 +35,14 @@ def lookup(provider: str, base_url: str, model: str) -> dict[str, Any] | None:
             continue
         price = found.model_price
         parts = [price.input_mtok, price.output_mtok, price.cache_read_mtok]
+        parts.append(getattr(price, "cache_write_mtok", None))
         return {
             "version": genai_prices.__version__,
             "tiered": not all(value is None or isinstance(value, Decimal) for value in parts),
             "input": _base(parts[0]),
             "output": _base(parts[1]),
             "cached_input": None if parts[2] is None else _base(parts[2]),
+            "cache_write": None if parts[3] is None else _base(parts[3]),
         }
     return None
 

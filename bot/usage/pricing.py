@@ -46,15 +46,21 @@ class Price:
     source: str
     table_price: Any = None
     """The table's own price when it is tiered (by context length): computed by the table."""
+    cache_write_per_mtok: float | None = None
+    """Input written to the prompt cache; None: billed as plain input."""
 
     def cost(self, usage: Usage) -> float:
         if self.table_price is not None:
             return _table_cost(self.table_price, usage)
-        cached = min(usage.cached_input_tokens, usage.input_tokens)
-        fresh = usage.input_tokens - cached
+        cached, written = _cache_parts(usage)
+        fresh = usage.input_tokens - cached - written
+        write_price = self.input_per_mtok
+        if self.cache_write_per_mtok is not None:
+            write_price = self.cache_write_per_mtok
         return (
             fresh * self.input_per_mtok
             + cached * self.cached_input_per_mtok
+            + written * write_price
             + usage.output_tokens * self.output_per_mtok
         ) / PER_MTOK
 
@@ -73,7 +79,14 @@ def configured_price(pricing: PricingConfig) -> Price:
         pricing.output_per_mtok,
         pricing.input_per_mtok if cached is None else cached,
         CONFIG_SOURCE,
+        cache_write_per_mtok=pricing.cache_write_per_mtok,
     )
+
+
+def _cache_parts(usage: Usage) -> tuple[int, int]:
+    """(read from, written to) the prompt cache, within the input a provider reported."""
+    cached = min(usage.cached_input_tokens, usage.input_tokens)
+    return cached, min(usage.cache_write_tokens, usage.input_tokens - cached)
 
 
 class PriceBook:
@@ -142,6 +155,7 @@ def table_price(provider: str, base_url: str | None, model: str) -> Price | None
         found["output"],
         found["input"] if cached is None else cached,
         f"genai-prices {found['version']}",
+        cache_write_per_mtok=found.get("cache_write"),
     )
 
 
@@ -167,6 +181,7 @@ def _from_table(model_price: Any, source: str) -> Price:
     from decimal import Decimal
 
     parts = [model_price.input_mtok, model_price.output_mtok, model_price.cache_read_mtok]
+    parts.append(getattr(model_price, "cache_write_mtok", None))
     flat = all(value is None or isinstance(value, Decimal) for value in parts)
     input_mtok = _base(parts[0])
     return Price(
@@ -175,6 +190,7 @@ def _from_table(model_price: Any, source: str) -> Price:
         input_mtok if parts[2] is None else _base(parts[2]),
         source,
         table_price=None if flat else model_price,
+        cache_write_per_mtok=None if parts[3] is None else _base(parts[3]),
     )
 
 
@@ -188,9 +204,11 @@ def _base(value: Any) -> float:
 def _table_cost(model_price: Any, usage: Usage) -> float:
     from genai_prices import Usage as TableUsage
 
+    cached, written = _cache_parts(usage)
     table_usage = TableUsage(
         input_tokens=usage.input_tokens,
-        cache_read_tokens=min(usage.cached_input_tokens, usage.input_tokens),
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
         output_tokens=usage.output_tokens,
     )
     return float(model_price.calc_price(table_usage)["total_price"])

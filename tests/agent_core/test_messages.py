@@ -83,10 +83,11 @@ class TestUsage:
         assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (13, 7, 20)
 
     def test_as_dict(self) -> None:
-        assert Usage(4, 6, 3).as_dict() == {
+        assert Usage(4, 6, 3, 1).as_dict() == {
             "input_tokens": 4,
             "output_tokens": 6,
             "cached_input_tokens": 3,
+            "cache_write_tokens": 1,
             "total_tokens": 10,
         }
 

@@ -316,3 +316,4 @@ def test_cache_reads_count_as_input_and_as_cached_input() -> None:
         }
     )
     assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (950, 800, 30)
+    assert usage.cache_write_tokens == 50  # input too, priced apart (bot/usage/pricing.py)

@@ -25,6 +25,43 @@ def test_cached_input_without_its_own_price_costs_as_input() -> None:
     assert price.cost(Usage(1_000_000, 0, 500_000)) == pytest.approx(1.0)
 
 
+def test_input_written_to_the_prompt_cache_is_billed_at_its_own_rate() -> None:
+    # Anthropic's cache_creation_input_tokens: part of the input, priced apart.
+    pricing = PricingConfig(
+        input_per_mtok=3, output_per_mtok=15, cached_input_per_mtok=0.3, cache_write_per_mtok=3.75
+    )
+    usage = Usage(input_tokens=10_000, output_tokens=0, cached_input_tokens=4_000)
+    usage.cache_write_tokens = 5_000
+    cost = configured_price(pricing).cost(usage)
+    assert cost == pytest.approx((1_000 * 3 + 4_000 * 0.3 + 5_000 * 3.75) / 1e6)
+    # Without a price of its own, as plain input; never more than the input reported.
+    plain = configured_price(PricingConfig(input_per_mtok=3, output_per_mtok=15))
+    assert plain.cost(usage) == pytest.approx(10_000 * 3 / 1e6)
+    usage.cache_write_tokens = 50_000
+    assert configured_price(pricing).cost(usage) == pytest.approx(
+        (4_000 * 0.3 + 6_000 * 3.75) / 1e6
+    )
+
+
+def test_the_table_bills_anthropic_cache_writes_as_it_does() -> None:
+    price = table_price("anthropic", None, "claude-sonnet-4-5")
+    assert price is not None and price.cache_write_per_mtok == pytest.approx(3.75)
+    usage = Usage(100_000, 1_000, 20_000)
+    usage.cache_write_tokens = 50_000
+    expected = genai_prices.calc_price(
+        genai_prices.Usage(
+            input_tokens=100_000,
+            output_tokens=1_000,
+            cache_read_tokens=20_000,
+            cache_write_tokens=50_000,
+        ),
+        "claude-sonnet-4-5",
+        provider_id="anthropic",
+    ).total_price
+    assert price.cost(usage) == pytest.approx(float(expected))
+    assert price.cost(usage) > price.cost(Usage(100_000, 1_000, 20_000))
+
+
 def test_the_table_prices_a_known_model_by_provider_name_and_names_its_version() -> None:
     price = table_price("openai", "http://127.0.0.1:1/v1", "gpt-4o-mini")
     assert price is not None
