@@ -20,6 +20,7 @@ from bot.cli import mcp as mcp_cli
 from bot.cli import teams as teams_cli
 from bot.cli import usage as usage_cli
 from bot.cli.database import with_database
+from bot.cli.start_signals import StartSignals
 from bot.config import Config, ConfigFileError, load_config
 from bot.logging_setup import configure_logging
 from bot.storage import Database
@@ -125,28 +126,33 @@ async def _serve_async(config: Config) -> int:
     from channels import ChannelError
 
     loopgate = Loopgate(config, migrate_apart=True)  # Alembic stays out of the server
-    # Started here rather than in the ASGI lifespan: a refused token or an unreachable database
-    # becomes one clear line and exit code 1, not a uvicorn traceback.
-    try:
-        await loopgate.start()
-    except (ChannelError, StorageError) as exc:
-        print(f"loopgate: cannot start: {exc}", file=sys.stderr)
-        return 1
-    freeze_startup_objects()
-    # The app's lifespan closes loopgate: uvicorn re-raises SIGTERM once it has shut down, so
-    # code after serve() would never run on a PaaS stop.
-    try:
-        server = DrainingServer(
-            server_config(create_app(loopgate, started=True), config),
-            loopgate,
-        )
-        print(
-            f"Loopgate listening on http://{config.server.host}:{config.server.port}/",
-            file=sys.stderr,
-        )
-        await server.serve()
-    finally:
-        await loopgate.aclose()
+    with StartSignals() as signals:
+        # Started here rather than in the ASGI lifespan: a refused token or an unreachable
+        # database becomes one clear line and exit code 1, not a uvicorn traceback.
+        try:
+            if not await signals.run(loopgate.start()):
+                return signals.exit_code  # cancelled: Loopgate.start closed what it opened
+        except (ChannelError, StorageError) as exc:
+            print(f"loopgate: cannot start: {exc}", file=sys.stderr)
+            return 1
+        # The app's lifespan closes loopgate: uvicorn re-raises SIGTERM once it has shut down,
+        # so code after serve() would never run on a PaaS stop.
+        try:
+            freeze_startup_objects()
+            server = DrainingServer(
+                server_config(create_app(loopgate, started=True), config),
+                loopgate,
+            )
+            signals.release()  # uvicorn takes them as it begins to serve
+            if signals.received is not None:  # between the start and the hand-over
+                return signals.exit_code
+            print(
+                f"Loopgate listening on http://{config.server.host}:{config.server.port}/",
+                file=sys.stderr,
+            )
+            await server.serve()
+        finally:
+            await loopgate.aclose()
     return 0
 
 

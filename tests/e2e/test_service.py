@@ -15,7 +15,7 @@ import websockets
 
 from tests.fakes.llm_server import FakeLLM, text
 from tests.fakes.telegram_server import FakeTelegram
-from tests.service_support import clean_env, free_port, run_cli, start_server
+from tests.service_support import clean_env, free_port, run_cli, start_server, until
 
 OFFLINE_MARKER = "No LLM is configured"
 
@@ -158,6 +158,34 @@ class TestServeStartup:
         assert proc.returncode == 130, text[-2000:]  # the shell's status for Ctrl-C
         assert "loopgate.stopped" in text
         assert "Traceback" not in text and "KeyboardInterrupt" not in text
+
+    @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+    async def test_a_signal_during_the_start_stops_it_closes_and_exits_without_a_traceback(
+        self, tmp_path: Path, sig: signal.Signals
+    ) -> None:
+        # The start waits on Telegram's getMe (held): the signal lands in Loopgate.start,
+        # before uvicorn takes the signals (bot/cli/start_signals.py). A SIGTERM used to kill
+        # the process there without closing anything.
+        async with FakeTelegram() as tg:
+            tg.hold("getMe")
+            (tmp_path / "config.yaml").write_text(
+                "channels:\n  telegram:\n"
+                f"    {{enabled: true, token: '{tg.token}', api_base_url: '{tg.base_url}'}}\n"
+            )
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot", "serve", "--port", str(free_port()),
+                cwd=tmp_path, env=clean_env(tmp_path), stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )  # fmt: skip
+            await until(lambda: tg.held, lambda: "getMe never came")
+            proc.send_signal(sig)
+            _, err = await asyncio.wait_for(proc.communicate(), 20)
+        text = err.decode()
+        assert proc.returncode == 128 + sig, text[-2000:]  # what a shell reports: 130, 143
+        assert "loopgate.stopped" in text  # what the start had opened is closed
+        assert "Traceback" not in text and "KeyboardInterrupt" not in text
+        assert "Loopgate listening" not in text
 
 
 class TestInteractiveChat:
