@@ -139,6 +139,7 @@ def summarize(
         "latency_ms": {"p50": round(pct(loaded, 0.50), 1), "p99": round(pct(loaded, 0.99), 1)},
         "idle_latency_ms": {"p50": round(pct(idle, 0.50), 1), "p99": round(pct(idle, 0.99), 1)},
         "cpu_ms_per_reply": round(cpu_ms, 2),
+        "cpu_ms_per_reply_rounds": [round(r.cpu_ms, 2) for r in rounds],
         "overhead_cpu_ms_per_reply": (
             round(cpu_ms - baseline_cpu_ms, 2)
             if (setup.clustered or setup.independent) and baseline_cpu_ms is not None
