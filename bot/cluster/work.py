@@ -8,7 +8,7 @@ scheduler, so one chat is answered by one process at a time and in order, while 
 chats spread over the processes that received them. When another process holds the session,
 the receiver nudges it (``<prefix>:work:<holder>``) and leaves the entry in the inbox. A
 message for a session this process already holds (and is not claiming) skips all that: it is
-stored as this process's own and runs at once, as in one process (``keeps``), which saves the
+stored as this process's own and runs at once, as in one process (``holds``), which saves the
 claim's and the start's writes on most messages of a busy chat.
 
 Nothing depends on a nudge arriving: every process sweeps the inbox every third of a lease
@@ -60,7 +60,7 @@ class ClusterWork:
         self._renewer: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self.claimed = 0  # entries claimed since start (health, tests)
-        self.kept = 0  # messages received for a session held here: stored as ours, no claim
+        self.kept_count = 0  # messages received for a session held here: ours, no claim
 
     @property
     def sweep_every(self) -> float:
@@ -75,7 +75,7 @@ class ClusterWork:
 
     def holds(self, session_key: str) -> bool:
         """Whether a message received now for ``session_key`` can be kept here (see
-        :meth:`bot.pipeline.ports.WorkClaims.keeps`)."""
+        :meth:`bot.pipeline.ports.WorkClaims.holds`)."""
         # Only a session held before this message: one just taken may have older entries in
         # the inbox that a claim must queue first. A claim under way here (a nudge: a peer
         # stored an earlier message) must queue that one first too. Half a lease left means
@@ -85,16 +85,12 @@ class ClusterWork:
             and self.leases.left(session_key) > self.link.lease_seconds / 2
         )
 
-    def keeps(self, session_key: str) -> bool:
-        held = self.holds(session_key)
-        self.kept += held
-        return held
+    def kept(self, job: Job) -> None:
+        self.kept_count += 1
 
-    def dispatch(self, job: Job, *, was_kept: bool = False) -> None:
+    def dispatch(self, job: Job) -> None:
         """``job``'s message is stored unowned: claim its session now, in the background (the
-        platform is acknowledged meanwhile). ``was_kept``: counted by :meth:`keeps`, then
-        stored behind an older message of the session instead: it goes through the claim."""
-        self.kept -= was_kept
+        platform is acknowledged meanwhile)."""
         if job.inbox_id is not None:
             self._received[job.inbox_id] = job
         self._claim_later(job.session_key)
@@ -258,7 +254,11 @@ class ClusterWork:
             next_at = max(next_at, loop.time() - every)  # after a stall, no burst of renewals
 
     def health(self) -> dict[str, int]:
-        return {"sessions": len(self.leases.held), "claimed": self.claimed, "kept": self.kept}
+        return {
+            "sessions": len(self.leases.held),
+            "claimed": self.claimed,
+            "kept": self.kept_count,
+        }
 
     async def _listen(self) -> None:
         async def subscribed() -> None:

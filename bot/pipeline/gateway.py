@@ -215,14 +215,14 @@ class Gateway:
             self.work is not None
             and self.inbox is not None
             and msg.chat.channel not in self.local_channels
-            and not self.work.keeps(key)
+            and not self.work.holds(key)
         )
-        diverted = False
+        kept = False
         if self.inbox is None:
             if not await first_delivery(self.dedupe, msg.dedupe_key):
                 return None
         else:
-            # Kept here without a claim: a session this process holds (see WorkClaims.keeps).
+            # Kept here without a claim: a session this process holds (see WorkClaims.holds).
             kept = (
                 self.work is not None and msg.chat.channel not in self.local_channels and not shared
             )
@@ -239,17 +239,18 @@ class Gateway:
             if job.inbox_id is None:
                 log.info("inbound.duplicate", key=msg.dedupe_key)
                 return None
-            diverted = kept and not self.inbox.holds(job.inbox_id)
-            if diverted:
+            if kept and not self.inbox.holds(job.inbox_id):
                 # An older message of the session, received by another process, waits for
                 # this one's claim (its nudge is still on the way): stored behind it, it is
                 # claimed after it.
-                shared, job.started = True, False
+                shared, kept, job.started = True, False, False
         job.reactions.received_soon()  # overlaps the turn's start (history, prompt, model)
         if shared and self.work is not None:
             # Queued here only if this process takes the session.
-            self.work.dispatch(job, was_kept=diverted)
+            self.work.dispatch(job)
         else:
+            if kept and self.work is not None:
+                self.work.kept(job)
             self.bursts.submit(job)
         return job
 

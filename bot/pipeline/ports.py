@@ -52,16 +52,20 @@ class WorkClaims(Protocol):
     """Several processes share the inbox: a message is stored unowned and queued by the
     process that holds its session (:class:`bot.cluster.work.ClusterWork`)."""
 
-    def keeps(self, session_key: str) -> bool:
+    def holds(self, session_key: str) -> bool:
         """This process already holds ``session_key`` (with half a lease or more left) and no
         claim of it is under way here: a message received here is stored as its own and runs
-        at once, as in one process, with no claim."""
+        at once, as in one process, with no claim (unless an older message of the session
+        waits in the inbox: then it is stored behind that one and dispatched)."""
         ...
 
-    def dispatch(self, job: Job, *, was_kept: bool = False) -> None:
-        """``job``'s message is stored unowned: claim its session. ``was_kept``: :meth:`keeps`
-        said yes, but an older message of the session waited in the inbox, so the accept
-        stored this one behind it (it is not counted as kept)."""
+    def kept(self, job: Job) -> None:
+        """``job``'s message was stored as this process's own and runs here without a claim
+        (counted for ``/healthz``)."""
+        ...
+
+    def dispatch(self, job: Job) -> None:
+        """``job``'s message is stored unowned: claim its session."""
         ...
 
     def claim_soon(self, session_key: str) -> None:

@@ -88,7 +88,7 @@ async def test_one_chat_is_answered_by_one_process_in_order(
     # Every run of the chat was in the process that took its session first: claimed there
     # (received by the other, or before the session was held) or kept (received there while
     # it held the session).
-    done = sorted((work_of(x).claimed + work_of(x).kept, work_of(x).claimed) for x in (a, b))
+    done = sorted((work_of(x).claimed + work_of(x).kept_count, work_of(x).claimed) for x in (a, b))
     assert done[0] == (0, 0) and done[1][0] == count
     assert done[1][1] >= count // 2  # the other process's messages all went through claims
     for hook in hooks:
@@ -154,7 +154,7 @@ async def test_a_message_kept_by_the_holder_does_not_overtake_one_a_peer_stored_
     await tg.wait_for(lambda: len(tg.texts()) >= 3, timeout=5)
     assert tg.texts() == ["echo: first", "echo: second", "echo: third"]
     # "third" was stored behind "second" and claimed with it: not counted as kept.
-    assert (work_of(a).claimed, work_of(a).kept) == (3, 0)
+    assert (work_of(a).claimed, work_of(a).kept_count) == (3, 0)
     gate.set()
     await asyncio.sleep(0.3)  # kept (negative check): B's late nudge claims nothing twice
     assert len(tg.texts()) == 3
@@ -210,12 +210,12 @@ async def test_a_message_for_a_session_held_here_is_stored_as_ours_without_a_cla
     hook_a = Webhooks(a)
     await hook_a.post(update(tg, "first", user_id=11))
     await tg.wait_for(lambda: len(tg.texts()) >= 1)
-    assert (work_of(a).claimed, work_of(a).kept) == (1, 0)
+    assert (work_of(a).claimed, work_of(a).kept_count) == (1, 0)
     for text in ("second", "third"):
         await hook_a.post(update(tg, text, user_id=11))
         await tg.wait_for(lambda text=text: f"echo: {text}" in tg.texts())
     assert tg.texts() == ["echo: first", "echo: second", "echo: third"]
-    assert (work_of(a).claimed, work_of(a).kept) == (1, 2)
+    assert (work_of(a).claimed, work_of(a).kept_count) == (1, 2)
     await hook_a.http.aclose()
 
 
