@@ -541,7 +541,7 @@ class ClaimRecorder:
     def __init__(self) -> None:
         self.claims: list[str] = []
 
-    def dispatch(self, job: Job, *, was_kept: bool = False) -> None:
+    def dispatch(self, job: Job) -> None:
         raise AssertionError("a scheduled occurrence is not dispatched as a received message")
 
     def claim_soon(self, session_key: str) -> None:

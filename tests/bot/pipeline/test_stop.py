@@ -19,7 +19,7 @@ class FakeWork:
 
     asked: list[tuple[str, str, bool]] = field(default_factory=list)
 
-    def dispatch(self, job: object, *, was_kept: bool = False) -> None:
+    def dispatch(self, job: object) -> None:
         raise AssertionError("not used here")
 
     def claim_soon(self, session_key: str) -> None:
