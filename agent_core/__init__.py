@@ -62,7 +62,7 @@ from agent_core.store import MemoryStore, SessionStore, TraceStore
 from agent_core.stream_sanitize import safe_preview
 from agent_core.tools import FILE_TOOLS, SKILL_TOOLS, Tool, ToolRegistry
 from agent_core.tracing import Span, SpanKind, Trace, render_tree
-from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel
+from agent_core.uncancellable import cancel_and_wait, finish_despite_cancel, stop_if_cancelled
 from agent_core.usage import Charge, LlmCall, Reservation, UsageLimitReached, UsageMeter
 from agent_core.workspace import WorkspaceFull, save_inbox_file, user_workspace
 
@@ -144,6 +144,7 @@ __all__ = [
     "safe_preview",
     "sanitize_output",
     "save_inbox_file",
+    "stop_if_cancelled",
     "time_zone",
     "truncate_for_prompt",
     "user_workspace",

@@ -73,3 +73,18 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise
+
+
+def stop_if_cancelled(error: BaseException | None = None) -> None:
+    """For the ``except Exception`` of a background loop, and the top of each of its rounds:
+    re-raise as a cancellation when this task was asked to stop meanwhile.
+
+    A cancellation can come back from a Redis call as another error (a client tearing its
+    connection down mid-command), or not at all (Python 3.11's ``asyncio.wait_for`` returns the
+    result when it arrives with the cancellation), and a loop that logs errors and goes on
+    would then never end: its owner's ``aclose`` waited for it forever (seen in CI twice, a
+    cluster test's teardown hung on ``cluster:runs-refresh``, cancelling yet asleep again).
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from error

@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from agent_core import stop_if_cancelled
+
 log = structlog.get_logger(__name__)
 
 PRUNE_EVERY_SECONDS = 3600.0
@@ -30,5 +32,6 @@ async def run_periodically(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            stop_if_cancelled(exc)  # a cancellation the job's driver turned into its error
             log.warning("maintenance.failed", job=name, error=str(exc))
         await asyncio.sleep(every)

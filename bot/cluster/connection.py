@@ -17,6 +17,7 @@ from contextlib import suppress
 
 import structlog
 
+from agent_core import stop_if_cancelled
 from bot.cluster._redis import PubSub, Redis
 
 log = structlog.get_logger(__name__)
@@ -42,21 +43,6 @@ return 0
 def process_id() -> str:
     """``host:pid:random``: unique even when a PaaS reuses a pid in a fresh container."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-def stop_if_cancelled(error: BaseException | None = None) -> None:
-    """For the ``except Exception`` of a background loop, and the top of each of its rounds:
-    re-raise as a cancellation when this task was asked to stop meanwhile.
-
-    A cancellation can come back from a Redis call as another error (a client tearing its
-    connection down mid-command), or not at all (Python 3.11's ``asyncio.wait_for`` returns the
-    result when it arrives with the cancellation), and a loop that logs errors and goes on
-    would then never end: its owner's ``aclose`` waited for it forever (seen in CI twice, a
-    cluster test's teardown hung on ``cluster:runs-refresh``, cancelling yet asleep again).
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError() from error
 
 
 class RedisState(enum.StrEnum):

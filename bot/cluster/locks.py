@@ -14,13 +14,12 @@ import secrets
 
 import structlog
 
-from agent_core import cancel_and_wait
+from agent_core import cancel_and_wait, stop_if_cancelled
 from bot.cluster.connection import (
     RELEASE_IF_HELD,
     RENEW_IF_HELD,
     RedisLink,
     RedisState,
-    stop_if_cancelled,
 )
 from bot.cluster.pacing import RedisUnavailable
 

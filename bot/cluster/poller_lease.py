@@ -17,7 +17,8 @@ from contextlib import suppress
 
 import structlog
 
-from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink, stop_if_cancelled
+from agent_core import stop_if_cancelled
+from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink
 
 log = structlog.get_logger(__name__)
 

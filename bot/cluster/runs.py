@@ -26,7 +26,8 @@ from typing import Any
 
 import structlog
 
-from bot.cluster.connection import RedisLink, RedisState, stop_if_cancelled
+from agent_core import stop_if_cancelled
+from bot.cluster.connection import RedisLink, RedisState
 from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 
 log = structlog.get_logger(__name__)

@@ -29,7 +29,8 @@ from typing import Any
 
 import structlog
 
-from bot.cluster.connection import RedisLink, stop_if_cancelled
+from agent_core import stop_if_cancelled
+from bot.cluster.connection import RedisLink
 from bot.cluster.session_leases import SessionLeases
 from bot.pipeline.job import Job
 from bot.pipeline.ports import Pipeline

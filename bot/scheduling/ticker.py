@@ -29,6 +29,7 @@ from typing import Protocol
 
 import structlog
 
+from agent_core import stop_if_cancelled
 from bot.pipeline.job import CRON_AT, CRON_JOB, CRON_SCHEDULE
 from bot.storage.cron import SqlCronJobs, StoredCronJob
 from channels import InboundMessage
@@ -125,13 +126,20 @@ class Ticker:
 
     async def run_forever(self, every: float = TICK_SECONDS) -> None:
         while True:
+            stop_if_cancelled()
             wait = every
             try:
                 wait = await self._pass(every)
             except Exception as exc:  # the database is down: the next pass tries again
+                # A cancellation that came back as the driver's error is still one: the
+                # service's close would otherwise wait for this loop forever.
+                stop_if_cancelled(exc)
                 log.warning("cron.tick_failed", error=repr(exc))
+            # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancellation that
+            # arrives with the wake-up.
             with suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=wait)
+                async with asyncio.timeout(wait):
+                    await self.wake.wait()
             self.wake.clear()
 
     async def _pass(self, every: float) -> float:

@@ -102,3 +102,27 @@ async def test_a_job_that_is_itself_cancelled_ends_the_loop() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
     assert len(job.times) == 1  # not swallowed and retried like a failure
+
+
+async def test_a_cancellation_the_job_turns_into_its_error_still_ends_the_loop() -> None:
+    asked = asyncio.Event()
+    cancels = 0
+
+    async def job() -> None:
+        nonlocal cancels
+        asked.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:  # as a driver tearing its connection down may
+            cancels += 1
+            if cancels > 1:
+                raise
+            raise RuntimeError("connection closed mid-query") from None
+
+    task = asyncio.create_task(run_periodically("prune", job, every=0.05))
+    await asyncio.wait_for(asked.wait(), 5)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=2)
+    if not done:  # it logged maintenance.failed and went on
+        await stop(task)
+    assert task in done and task.cancelled() and cancels == 1

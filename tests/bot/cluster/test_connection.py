@@ -15,13 +15,13 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from structlog.testing import capture_logs
 
+from agent_core import stop_if_cancelled
 from bot.cluster.connection import (
     RELEASE_IF_HELD,
     RENEW_IF_HELD,
     RedisLink,
     RedisState,
     process_id,
-    stop_if_cancelled,
 )
 from tests.cluster_support import REDIS_URL, PrivateRedis, free_port, needs_redis
 from tests.waiting import wait_until

@@ -4,6 +4,8 @@ unique like the inbox's: fire once, catch up, miss and tell once, skip, retry, a
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -301,3 +303,40 @@ async def test_an_idle_pass_makes_one_query_and_a_due_job_still_fires(jobs: SqlC
     await tick._pass(1.0)  # due now: looked for, fired, and the next one asked
     assert counting.calls == ["next_due_at", "due", "next_due_at"] and tick.passes == 3
     assert len(intake.keys) == 1
+
+
+class TornDownJobs:
+    """A store whose query, cancelled, fails with its driver's own error (a connection torn
+    down mid-query), not with CancelledError; from the second cancel on, as asyncio would."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.cancels = 0
+
+    async def due(self, now: datetime, batch: int) -> list[StoredCronJob]:
+        self.asked.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancels += 1
+            if self.cancels > 1:
+                raise
+            raise RuntimeError("connection closed mid-query") from None
+        return []
+
+    async def next_due_at(self) -> datetime | None:
+        return None
+
+
+async def test_a_cancellation_the_store_turns_into_its_error_still_ends_the_loop() -> None:
+    jobs = TornDownJobs()
+    tick = Ticker(jobs, Intake(), catch_up=HOUR, clock=Clock(T0))  # type: ignore[arg-type]
+    task = asyncio.create_task(tick.run_forever(every=0.05))
+    await asyncio.wait_for(jobs.asked.wait(), 5)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=2)
+    if not done:  # it logged cron.tick_failed and ticked on: a close would wait forever
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+    assert task in done and task.cancelled() and jobs.cancels == 1
