@@ -172,6 +172,9 @@ async def test_a_message_a_peer_received_starts_in_the_claim_of_its_idle_holder(
     hook_a, hook_b = Webhooks(a), Webhooks(b)
     await hook_b.post(update(tg, "first", user_id=13))
     await tg.wait_for(lambda: len(tg.texts()) >= 1)
+    # Idle: the first turn is over, not only its answer sent (on a loaded machine the nudge
+    # could otherwise find the turn still finishing, and B claim without starting).
+    await wait_until(lambda: not b.gateway.busy_sessions(), timeout=10)
     inbox_b = b.inbox
     assert inbox_b is not None
     starts: list[int] = []
