@@ -9,9 +9,9 @@ The orchestrator and the mode tools load on first use (``__getattr__``): they im
 would be circular.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agent_core.lazy_exports import lazy_exports
 from agent_core.orchestration.modes import OrchestrationProfile, resolve_profile
 from agent_core.orchestration.records import (
     AgentLink,
@@ -51,18 +51,12 @@ __all__ = [
     "resolve_profile",
 ]
 
-_LAZY = {
-    "Announcement": "agent_core.orchestration.children",
-    "ChildRun": "agent_core.orchestration.children",
-    "Orchestrator": "agent_core.orchestration.children",
-    "add_mode_tools": "agent_core.orchestration.mode_tools",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "Announcement": "agent_core.orchestration.children",
+        "ChildRun": "agent_core.orchestration.children",
+        "Orchestrator": "agent_core.orchestration.children",
+        "add_mode_tools": "agent_core.orchestration.mode_tools",
+    },
+)

@@ -4,9 +4,9 @@
 here. Nothing here ever falls back to the host on its own.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agent_core.lazy_exports import lazy_exports
 from agent_core.sandbox.base import (
     BASE_ENV,
     MAX_OUTPUT,
@@ -30,19 +30,15 @@ BACKENDS = ("bwrap", "docker", "none")
 
 # The backends (and their process and cgroup helpers) load with the first sandbox built: the
 # exec tool is off by default, and a service without it should not carry them.
-_LAZY = {
-    "BwrapSandbox": "agent_core.sandbox.bwrap",
-    "DEFAULT_IMAGE": "agent_core.sandbox.docker",
-    "DockerSandbox": "agent_core.sandbox.docker",
-    "HostSandbox": "agent_core.sandbox.host",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "BwrapSandbox": "agent_core.sandbox.bwrap",
+        "DEFAULT_IMAGE": "agent_core.sandbox.docker",
+        "DockerSandbox": "agent_core.sandbox.docker",
+        "HostSandbox": "agent_core.sandbox.host",
+    },
+)
 
 
 def build_sandbox(
