@@ -13,7 +13,9 @@ fresh Redis key prefix.
 - throughput: N chats at once, each sending its DMs one after the other (the next once the
   previous is answered), replies/s; before it, one unmeasured DM from N other chats at once
   brings the processes' pools to the size that load needs (``--no-warm-burst``: measure from
-  the pools the sequential warm-up left, as stops before 41 did);
+  the pools the sequential warm-up left, as stops before 41 did); ``--rate R`` sends the
+  phase's DMs at R per second instead (open loop), so that setups are compared at the same load
+  rather than each at its own saturation;
 - CPU per reply: user + system seconds of all the Loopgate processes' trees, from /proc; the
   coordination overhead is that minus the baseline's. Postgres's and Redis's own CPU over the
   same phase is shown too when readable (whole servers: other clients count as well).
@@ -102,6 +104,10 @@ class Result:
     busy_cores: float = 0.0
     idle_cpu_per_s: float = 0.0
     rss: float = 0.0
+    # Context switches of the Loopgate processes over the phase: a voluntary one is a process
+    # going to sleep with nothing to do (a wake-up follows), an involuntary one a preemption.
+    voluntary_switches: int = 0
+    involuntary_switches: int = 0
     answers: int = 0
     sent: int = 0
     per_process: list[int] = field(default_factory=list)
@@ -140,6 +146,12 @@ def summarize(
         "idle_latency_ms": {"p50": round(pct(idle, 0.50), 1), "p99": round(pct(idle, 0.99), 1)},
         "cpu_ms_per_reply": round(cpu_ms, 2),
         "cpu_ms_per_reply_rounds": [round(r.cpu_ms, 2) for r in rounds],
+        "voluntary_switches_per_reply": median(
+            [r.voluntary_switches for r in rounds], 1 / replies, 1
+        ),
+        "involuntary_switches_per_reply": median(
+            [r.involuntary_switches for r in rounds], 1 / replies, 1
+        ),
         "overhead_cpu_ms_per_reply": (
             round(cpu_ms - baseline_cpu_ms, 2)
             if (setup.clustered or setup.independent) and baseline_cpu_ms is not None
@@ -165,6 +177,21 @@ def summarize(
 
 
 # -- servers beside Loopgate -----------------------------------------------------------------
+
+
+def context_switches(pids: list[int]) -> tuple[int, int]:
+    """Voluntary and involuntary context switches of every thread of these processes."""
+    voluntary = involuntary = 0
+    for pid in pids:
+        for status in Path(f"/proc/{pid}/task").glob("*/status"):
+            with contextlib.suppress(OSError):
+                for line in status.read_text().splitlines():
+                    name, _, value = line.partition(":")
+                    if name == "voluntary_ctxt_switches":
+                        voluntary += int(value)
+                    elif name == "nonvoluntary_ctxt_switches":
+                        involuntary += int(value)
+    return voluntary, involuntary
 
 
 def postmaster_pid() -> int | None:
@@ -332,8 +359,14 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                     idle_cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
                     result.idle_cpu_per_s = idle_cpu / args.idle
 
-                async def conversation(user_id: int) -> None:
+                async def conversation(index: int) -> None:
+                    user_id = 100_000 + index
                     for n in range(args.per_chat):
+                        if args.rate:
+                            # Open loop: the phase's k-th DM is due k/rate seconds in, whatever
+                            # the answers' pace (a chat whose last answer is late sends late).
+                            due = t0 + (n * args.chats + index) / args.rate
+                            await asyncio.sleep(max(0.0, due - time.monotonic()))
                         result.loaded.append(await hooks.ask(user_id, f"c{user_id} m{n}"))
 
                 if args.warm_burst:
@@ -345,14 +378,18 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                         *(hooks.ask(WARM_BURST_USER + c, "warm") for c in range(args.chats))
                     )
 
+                switches0 = context_switches(pids)
                 cpu0 = sum(cpu_seconds(pid) for pid in pids)
                 pg0 = cpu_seconds(postgres) if postgres else None
                 redis0 = await redis_cpu(redis_client) if setup.clustered else None
                 own0, (busy0, total0) = own_cpu(), machine_busy()
                 t0 = time.monotonic()
-                await asyncio.gather(*(conversation(100_000 + c) for c in range(args.chats)))
+                await asyncio.gather(*(conversation(c) for c in range(args.chats)))
                 result.seconds = time.monotonic() - t0
                 result.cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+                switches1 = context_switches(pids)
+                result.voluntary_switches = switches1[0] - switches0[0]
+                result.involuntary_switches = switches1[1] - switches0[1]
                 result.bench_cpu = own_cpu() - own0
                 busy1, total1 = machine_busy()
                 result.busy_cores = (
@@ -420,6 +457,7 @@ def report(results: dict[str, list[Result]], args: argparse.Namespace) -> dict[s
         "latency_dms": args.latency,
         "rounds": args.rounds,
         "routing": args.routing,
+        "rate": args.rate,
         "warm_burst": args.warm_burst,
         "independent": args.independent,
         "results": {
@@ -440,7 +478,8 @@ def print_table(data: dict[str, Any]) -> None:
 
     head = (
         "setup", "replies/s", "p50 ms", "p99 ms", "idle p50", "idle p99",
-        "CPU ms/reply", "overhead", "coord", "postgres", "redis", "bench", "busy", "others",
+        "CPU ms/reply", "overhead", "coord", "sleeps", "preempted",
+        "postgres", "redis", "bench", "busy", "others",
         "idle ms/s",
         "RSS MiB", "answers",
     )  # fmt: skip
@@ -457,6 +496,8 @@ def print_table(data: dict[str, Any]) -> None:
                 show(row["cpu_ms_per_reply"]),
                 signed(row["overhead_cpu_ms_per_reply"]),
                 signed(row["coordination_cpu_ms_per_reply"]),
+                show(row["voluntary_switches_per_reply"]),
+                show(row["involuntary_switches_per_reply"]),
                 show(row["postgres_cpu_ms_per_reply"]),
                 show(row["redis_cpu_ms_per_reply"]),
                 show(row["bench_cpu_ms_per_reply"]),
@@ -473,9 +514,16 @@ def print_table(data: dict[str, Any]) -> None:
             c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)
         ]
         print("  ".join(cells))
+    load = (
+        f"sent at {data['rate']:g} DMs/s (open loop)"
+        if data.get("rate")
+        else "each chat's next once answered"
+    )
     print(
-        f"{data['messages_per_setup']} DMs from {data['chats']} chats at once per setup (latency "
-        f"p50/p99 under that load), idle: {data['latency_dms']} sequential DMs; CPU: all Loopgate "
+        f"{data['messages_per_setup']} DMs from {data['chats']} chats at once per setup, {load} "
+        f"(latency p50/p99 under that load), sleeps/preempted: the processes' voluntary and "
+        f"involuntary context switches per reply; idle: {data['latency_dms']} sequential DMs; "
+        "CPU: all Loopgate "
         "processes; overhead: CPU ms/reply minus the single process's; coord: minus that of as "
         "many independent processes (--independent); postgres/redis: whole "
         "servers' CPU ms/reply over the same phase; bench: this process's (fake Bot API, fake "
@@ -516,6 +564,15 @@ def main() -> None:
     )
     parser.add_argument(
         "--rounds", type=int, default=1, help="repeat every setup, interleaved (default 1)"
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="open loop: send the phase's DMs at this many per second in all (spread over the "
+        "chats) instead of each chat's next once answered; below what the machine can answer, "
+        "every setup does the same work per second and the CPU per reply is compared at equal "
+        "load rather than each at its own saturation (default: closed loop)",
     )
     parser.add_argument("--lease", type=float, default=15.0, help="cluster.lease_seconds")
     parser.add_argument(
