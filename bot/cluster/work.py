@@ -12,11 +12,12 @@ stored as this process's own and runs at once, as in one process (``holds``), wh
 claim's and the start's writes on most messages of a busy chat.
 
 Nothing depends on a nudge arriving: every process sweeps the inbox every third of a lease
-for entries nobody holds (a lost nudge, a session whose holder went idle, a dead process's
-work once its leases ran out) and claims the sessions it can take. A claimed entry that an
-earlier process had started goes through the replay path, which resumes delivery at the next
-undelivered chunk. While Redis is down, no session can be taken: the entries wait, nothing is
-lost, and the first sweep after Redis is back claims them.
+(at most 5 s) for entries nobody holds, stored over a second ago (a lost nudge, a session
+whose holder went idle, a dead process's work once its leases ran out), and claims the
+sessions it can take. A claimed entry that an earlier process had started goes through the
+replay path, which resumes delivery at the next undelivered chunk. While Redis is down, no
+session can be taken: the entries wait, nothing is lost, and the first sweep after Redis is
+back claims them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import asyncio
 import json
 from collections.abc import Coroutine
 from contextlib import suppress
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -36,8 +38,14 @@ from bot.pipeline.job import Job
 from bot.pipeline.ports import Pipeline
 from bot.pipeline.replay import requeue
 from bot.storage.inbox import InboxEntry, SqlInbox
+from bot.storage.models import utcnow
 
 log = structlog.get_logger(__name__)
+
+SETTLE_SECONDS = 1.0
+"""The sweep leaves an unowned entry to its receiver this long after it was stored (by the
+receiver's clock): a nudge normally lands in milliseconds, and a lost one is the rare case the
+sweep is for. Clocks apart by more than this shift it by their difference, no more."""
 
 
 class ClusterWork:
@@ -226,7 +234,11 @@ class ClusterWork:
             return 0
         claimed = 0
         if pipeline.accepting:
-            for session_key in await self.inbox.claimable_sessions():
+            # Under load, many entries are unowned for the moment between their receiver
+            # storing them and its claim or its nudge's: claiming those too would take their
+            # session again and nudge the holder a second time, for nothing.
+            settled = utcnow() - timedelta(seconds=SETTLE_SECONDS)
+            for session_key in await self.inbox.claimable_sessions(settled):
                 claimed += await self.claim(session_key)
         return claimed
 

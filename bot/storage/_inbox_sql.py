@@ -123,6 +123,16 @@ def waiting_elsewhere() -> ColumnElement[bool]:
     )
 
 
+def claimable(owner: str, now: datetime, stored_before: datetime | None = None) -> Any:
+    """Pending entries nobody holds: unowned (stored before ``stored_before``, when given),
+    or held by another process whose lease ran out."""
+    unowned: ColumnElement[bool] = InboxRow.owner.is_(None)
+    if stored_before is not None:
+        unowned = unowned & (InboxRow.created_at < stored_before)
+    expired = (InboxRow.owner != owner) & (InboxRow.lease_until < now)
+    return InboxRow.state.in_([s.value for s in PENDING]) & or_(unowned, expired)
+
+
 def held_by_or_free(owner: Any) -> Any:
     # An entry another process holds is its business: a process that lost its lease
     # (stalled past it, cut off from Redis) must not run, deliver or end it as well.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, or_, select, update
+from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.sql.expression import Executable
 
 from bot.redaction import redact
@@ -30,6 +30,7 @@ from bot.storage._inbox_sql import (
     UNOWNED_QUEUED,
     accept_statement,
     claim_statement,
+    claimable,
     entry_values,
     held_by_or_free,
     update_entry,
@@ -283,9 +284,9 @@ class SqlInbox:
         """
         now = utcnow()
         pending = InboxRow.state.in_([s.value for s in PENDING])
-        claimable = pending if all_owners else self._claimable(now)
+        where = pending if all_owners else claimable(self.owner, now)
         async with self._db.write() as s:
-            rows = (await s.scalars(select(InboxRow).where(claimable).order_by(InboxRow.id))).all()
+            rows = (await s.scalars(select(InboxRow).where(where).order_by(InboxRow.id))).all()
             ids = [row.id for row in rows]
             if ids:
                 await s.execute(
@@ -296,20 +297,15 @@ class SqlInbox:
         self._leases.update(dict.fromkeys(ids, now + self.lease))
         return [entry_of(row) for row in rows]
 
-    def _claimable(self, now: datetime) -> Any:
-        return InboxRow.state.in_([s.value for s in PENDING]) & or_(
-            InboxRow.owner.is_(None),
-            (InboxRow.owner != self.owner) & (InboxRow.lease_until < now),
-        )
-
-    async def claimable_sessions(self, limit: int = 200) -> list[str]:
+    async def claimable_sessions(self, stored_before: datetime, limit: int = 200) -> list[str]:
         """Sessions with entries nobody holds (new, released, or a dead process's), oldest
-        first: what a process of a cluster may claim once it holds the session."""
+        first: what a process of a cluster may claim once it holds the session. Unowned
+        entries stored since ``stored_before`` are left to their receiver's claim or nudge."""
         first = func.min(InboxRow.id)
         async with self._db.sessionmaker() as s:
             rows = await s.execute(
                 select(InboxRow.session_key, first)
-                .where(self._claimable(utcnow()))
+                .where(claimable(self.owner, utcnow(), stored_before))
                 .group_by(InboxRow.session_key)
                 .order_by(first)
                 .limit(limit)

@@ -7,14 +7,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update as sa_update
 
 from bot.app import Loopgate
-from bot.cluster.work import ClusterWork
+from bot.cluster.work import SETTLE_SECONDS, ClusterWork
+from bot.pipeline.session_keys import session_key
 from bot.storage.inbox import InboxState
+from bot.storage.models import InboxRow, utcnow
+from channels import ChatRef, ChatType, InboundMessage, Sender
 from channels.telegram._channel import SECRET_HEADER
 from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
 from tests.fakes.llm_server import FakeLLM, delay, echo
@@ -274,3 +279,31 @@ async def test_stopall_in_a_drops_what_waits_in_the_holder(
     assert sorted(e.reason or "" for e in dropped) == ["stopped"] + ["stopped by /stopall"] * 2
     await hook_a.http.aclose()
     await hook_b.http.aclose()
+
+
+async def test_a_sweep_leaves_a_just_stored_entry_to_its_receiver(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
+) -> None:
+    """An entry stored unowned a moment ago is its receiver's to claim (or its holder's, once
+    nudged): a peer's sweep leaves it, and takes it only once it has waited SETTLE_SECONDS (a
+    lost nudge, a receiver that died before its claim)."""
+    a, b = pair
+    chat = ChatRef("telegram", "77", ChatType.DIRECT)
+    msg = InboundMessage(chat=chat, message_id="1", sender=Sender(id="77", name="Ann"), text="hi")
+    key = session_key("main", chat)
+    inbox = work_of(a).inbox
+    entry_id = await inbox.accept(
+        msg, dedupe_key=msg.dedupe_key, session_key=key, agent_id="main", owned=False
+    )
+    assert entry_id is not None  # stored, as a receiver would, with no claim or nudge after it
+
+    assert await work_of(b).sweep() == 0
+    assert await work_of(b).leases.holder(key) is None  # not even taken
+
+    stored = utcnow() - timedelta(seconds=SETTLE_SECONDS + 1)
+    async with a.db.write() as s:
+        await s.execute(
+            sa_update(InboxRow).where(InboxRow.id == entry_id).values(created_at=stored)
+        )
+    assert await work_of(b).sweep() == 1
+    await tg.wait_for(lambda: tg.texts() == ["echo: hi"])

@@ -198,10 +198,13 @@ async def test_claims_go_session_by_session_and_a_lapsed_holder_lets_go(db: Data
         agent_id="main",
         owned=False,
     )
-    assert await peer.claimable_sessions() == [KEY, other_key]
+    # Just stored: left to the receiver's claim or nudge, except the one whose lease lapsed.
+    assert await peer.claimable_sessions(utcnow() - timedelta(seconds=1)) == [KEY]
+    later = utcnow() + timedelta(seconds=1)
+    assert await peer.claimable_sessions(later) == [KEY, other_key]
     assert [e.id for e in await peer.claim_session(KEY)] == [first, second]
     assert await peer.claim_session(KEY) == []  # claimed once
-    assert await peer.claimable_sessions() == [other_key]
+    assert await peer.claimable_sessions(later) == [other_key]
     assert third is not None
 
     assert not await slow.start(first)
