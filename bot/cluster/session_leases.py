@@ -22,10 +22,14 @@ log = structlog.get_logger(__name__)
 
 # 1 when the lease is (now) the caller's, else the current holder's id. With a message
 # (ARGV[4]), it is published to the holder's channel (ARGV[3] .. holder) in the same call: the
-# nudge costs no round trip of its own.
+# nudge costs no round trip of its own. With a process id in ARGV[5], a free lease is set to
+# that process instead (an assignment, members.py) and it is nudged as a holder would be.
 _TAKE = """
 local holder = redis.call('get', KEYS[1])
-if holder == false or holder == ARGV[1] then
+if holder == false and ARGV[5] ~= '' then
+  holder = ARGV[5]
+  redis.call('set', KEYS[1], holder, 'PX', ARGV[2])
+elseif holder == false or holder == ARGV[1] then
   redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 1
 end
@@ -69,18 +73,25 @@ class SessionLeases:
         # Session keys name chats and users: hashed, like every key this service writes.
         return self.link.key("session", hashlib.sha256(session_key.encode()).hexdigest()[:32])
 
-    async def take(self, session_key: str, *, nudge: tuple[str, str] | None = None) -> str | None:
+    async def take(
+        self,
+        session_key: str,
+        *,
+        nudge: tuple[str, str] | None = None,
+        assign_to: str | None = None,
+    ) -> str | None:
         """Hold ``session_key``; returns None when it is ours now, else the holder's process
         id (``""`` when Redis could not be asked: claim nothing new while it is down).
         ``nudge`` (channel prefix, message): publish the message on the prefix + the holder's
-        id when another process holds it, in the same script."""
+        id when another process holds it, in the same script. ``assign_to``: when nobody holds
+        it, that process does from now on (and is nudged) instead of this one."""
         sent = time.monotonic()
         prefix, message = nudge or ("", "")
         try:
             answer = await self._take(
                 client=self.link.client,
                 keys=[self._key(session_key)],
-                args=[self.link.process_id, self._lease_ms, prefix, message],
+                args=[self.link.process_id, self._lease_ms, prefix, message, assign_to or ""],
             )
         except Exception as exc:
             self.link.mark(False, exc)

@@ -9,7 +9,9 @@ chats spread over the processes that received them. When another process holds t
 the receiver nudges it (``<prefix>:work:<holder>``) and leaves the entry in the inbox. A
 message for a session this process already holds (and is not claiming) skips all that: it is
 stored as this process's own and runs at once, as in one process (``holds``), which saves the
-claim's and the start's writes on most messages of a busy chat.
+claim's and the start's writes on most messages of a busy chat. The elected poller, the only
+receiver of its bot's updates, assigns a session nobody holds to a member instead of taking it
+(``members.py``), so a polling cluster spreads its chats as a webhook one does.
 
 Nothing depends on a nudge arriving: every process sweeps the inbox every third of a lease
 (at most 5 s) for entries nobody holds, stored over a second ago (a lost nudge, a session
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from datetime import timedelta
 from typing import Any
@@ -33,6 +35,7 @@ import structlog
 
 from agent_core import stop_if_cancelled
 from bot.cluster.connection import RedisLink
+from bot.cluster.members import Members
 from bot.cluster.session_leases import SessionLeases
 from bot.pipeline.job import Job
 from bot.pipeline.ports import Pipeline
@@ -57,6 +60,10 @@ class ClusterWork:
         self.inbox = inbox
         self.max_age = max_age
         self.leases = SessionLeases(link)
+        self.members = Members(link)
+        self.spreads: Callable[[], bool] = lambda: False
+        """Whether a session nobody holds, of a message received here, goes to a member chosen
+        by its key instead of this process: the only receiver, the elected poller, spreads."""
         self.channel = link.key("work", link.process_id)
         self._pipeline: Pipeline | None = None
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, claims using it
@@ -78,6 +85,7 @@ class ClusterWork:
 
     async def attach(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
+        await self.members.refresh()
         self._listener = asyncio.create_task(self._listen(), name="cluster:work")
         self._renewer = asyncio.create_task(self._renew_forever(), name="cluster:renew")
         await asyncio.wait_for(self._subscribed.wait(), timeout=10)
@@ -102,7 +110,7 @@ class ClusterWork:
         platform is acknowledged meanwhile)."""
         if job.inbox_id is not None:
             self._received[job.inbox_id] = job
-        self._claim_later(job.session_key)
+        self._claim_later(job.session_key, assign=True)
 
     def claim_soon(self, session_key: str) -> None:
         """Claim ``session_key`` in the background: its new unowned entries (a scheduled
@@ -119,17 +127,19 @@ class ClusterWork:
         self._register(session_key)
         return await self._claim_registered(session_key, nudged=nudged)
 
-    def _claim_later(self, session_key: str, *, nudged: bool = False) -> None:
+    def _claim_later(self, session_key: str, *, nudged: bool = False, assign: bool = False) -> None:
         # Registered now, not when the task starts: until the claim has queued what it found,
         # holds() must not let a newer message of the session run before it.
         self._register(session_key)
-        self._spawn(self._claim_registered(session_key, nudged=nudged))
+        self._spawn(self._claim_registered(session_key, nudged=nudged, assign=assign))
 
     def _register(self, session_key: str) -> None:
         lock, users = self._locks.get(session_key) or (asyncio.Lock(), 0)
         self._locks[session_key] = (lock, users + 1)
 
-    async def _claim_registered(self, session_key: str, *, nudged: bool) -> int:
+    async def _claim_registered(
+        self, session_key: str, *, nudged: bool, assign: bool = False
+    ) -> int:
         lock = self._locks[session_key][0]
         pipeline = self._pipeline
         nudge = (self.link.key("work", ""), json.dumps({"op": "claim", "session": session_key}))
@@ -139,7 +149,12 @@ class ClusterWork:
             # Claims of one session run one after the other here, so they queue in order.
             async with lock:
                 confirmed = nudged and self.leases.left(session_key) > self.link.lease_seconds / 2
-                holder = None if confirmed else await self.leases.take(session_key, nudge=nudge)
+                target = self.members.target(session_key) if assign and self.spreads() else None
+                holder = (
+                    None
+                    if confirmed
+                    else await self.leases.take(session_key, nudge=nudge, assign_to=target)
+                )
                 if holder is not None:
                     # The holder answers them; a live one was nudged by the take itself (a
                     # lost nudge costs at most one sweep: its sweep finds the entry anyway).
@@ -248,6 +263,7 @@ class ClusterWork:
         if self._pipeline is not None:
             await self.leases.renew(self._pipeline.busy_sessions())
         await self.inbox.renew_leases()
+        await self.members.refresh()
 
     async def _renew_forever(self) -> None:
         # On a clock of its own, not after each sweep: a long sweep (many sessions to claim,
@@ -271,6 +287,7 @@ class ClusterWork:
             "sessions": len(self.leases.held),
             "claimed": self.claimed,
             "kept": self.kept_count,
+            "members": len(self.members.live),
         }
 
     async def _listen(self) -> None:
@@ -292,6 +309,7 @@ class ClusterWork:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._listener = self._renewer = None
+        await self.members.leave()
         with suppress(Exception):
             await self.inbox.release_queued()
         await self.leases.release_all()

@@ -1,0 +1,113 @@
+"""A polling cluster spreads its chats: the elected poller receives every update, and assigns
+each session nobody holds to a member chosen by the session key (``bot/cluster/members.py``),
+so the other processes answer their share instead of idling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+import pytest
+
+from bot.app import Loopgate
+from bot.cluster.members import Members
+from bot.cluster.work import ClusterWork
+from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from tests.fakes.telegram_server import FakeTelegram
+from tests.telegram_support import telegram_section
+from tests.waiting import wait_until
+
+pytestmark = [needs_redis, needs_postgres]
+
+LEASE = 2.0  # cluster_config's
+
+
+@pytest.fixture
+async def pair(
+    cluster_config: ClusterConfig, tg: FakeTelegram
+) -> AsyncIterator[tuple[Loopgate, Loopgate]]:
+    telegram = telegram_section(tg)  # polling
+    async with AsyncExitStack() as stack:
+        apps = [
+            await stack.enter_async_context(
+                Loopgate(cluster_config(channels={"telegram": telegram}))
+            )
+            for _ in range(2)
+        ]
+        yield apps[0], apps[1]
+
+
+def work_of(app: Loopgate) -> ClusterWork:
+    assert app.cluster is not None and app.cluster.work is not None
+    return app.cluster.work
+
+
+def is_poller(app: Loopgate) -> bool:
+    assert app.cluster is not None
+    return app.cluster.pollers["telegram"].holds()
+
+
+def dm_key(user_id: int) -> str:
+    return f"agent:main:telegram:direct:{user_id}"
+
+
+async def test_the_poller_spreads_new_chats_over_the_processes(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
+) -> None:
+    a, b = pair
+    await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
+    poller, other = (a, b) if is_poller(a) else (b, a)
+    await wait_until(lambda: len(work_of(poller).members.live) == 2, LEASE + 1)
+    users = range(1, 21)
+    # Where each chat must go: the member its key hashes to (None: the poller itself).
+    elsewhere = {u for u in users if work_of(poller).members.target(dm_key(u)) is not None}
+    assert 0 < len(elsewhere) < len(users)  # 20 chats over two members: both get some
+
+    for round_ in range(2):
+        for user in users:
+            tg.push(tg.private_message(f"u{user} m{round_}", user_id=user))
+        await tg.wait_for(lambda n=round_: len(tg.texts()) == len(users) * (n + 1), timeout=20)
+    await asyncio.sleep(0.5)  # kept (negative check): time for a double, if there were one
+    for user in users:
+        answers = [t for t in tg.texts() if t.startswith(f"echo: u{user} ")]
+        assert answers == [f"echo: u{user} m0", f"echo: u{user} m1"]
+    # The other process claimed the chats assigned to it, and only those (each chat's second
+    # message went to the process holding it).
+    assert work_of(other).claimed == 2 * len(elsewhere)
+    assert work_of(other).members.live == work_of(poller).members.live
+
+
+async def test_a_chat_assigned_to_a_dead_member_is_answered_after_a_lease(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
+) -> None:
+    """A member that died stays listed until its membership runs out: a session assigned to it
+    meanwhile waits for its lease, then any process's sweep takes it."""
+    a, b = pair
+    await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
+    poller = a if is_poller(a) else b
+    members = work_of(poller).members
+    ghost = "ghost:1:dead"
+    until = int((time.time() + 60) * 1000)
+    await members.link.client.zadd(members.key, {ghost: until})
+    await members.refresh()
+    assert ghost in members.live
+    user = next(u for u in range(1, 200) if members.target(dm_key(u)) == ghost)
+
+    started = time.monotonic()
+    tg.push(tg.private_message("anyone there?", user_id=user))
+    await tg.wait_for(lambda: tg.texts() == ["echo: anyone there?"], timeout=LEASE * 6)
+    assert time.monotonic() - started >= LEASE * 0.9  # it did wait for the ghost's lease
+
+
+async def test_a_single_member_takes_what_it_receives(pair: tuple[Loopgate, Loopgate]) -> None:
+    a, _ = pair
+    alone = Members(work_of(a).link)
+    alone.live = [alone.link.process_id]
+    assert alone.target(dm_key(1)) is None
+    alone.live = []
+    assert alone.target(dm_key(1)) is None
+    alone.live = sorted([alone.link.process_id, "other:1:x"])
+    chosen = {alone.target(dm_key(u)) for u in range(50)}
+    assert chosen == {None, "other:1:x"}  # itself (None) for some, the other for the rest
