@@ -10,8 +10,9 @@ process while the members stay the same.
 
 Each process is a member of the sorted set ``<prefix>:members``, scored with the time its
 membership runs out (its own clock, a lease ahead), renewed with its leases every third of a
-lease. A process that dies stays a member until then: a session assigned to it meanwhile is
-taken over like any dead process's, after a lease.
+lease, and left when it starts draining. A process that dies stays a member until its
+membership runs out: a session assigned to it meanwhile is taken over like any dead
+process's, after a lease.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Members:
         self.link = link
         self.key = link.key("members")
         self.live: list[str] = []  # sorted: every process hashes a session to the same one
+        self.left = False  # draining: still reads the others, no longer listed itself
 
     async def refresh(self) -> None:
         """Renew this process's membership and read the others'. Keeps the last list while
@@ -34,7 +36,8 @@ class Members:
         now = int(time.time() * 1000)
         until = now + int(self.link.lease_seconds * 1000)
         pipe = self.link.client.pipeline(transaction=False)
-        pipe.zadd(self.key, {self.link.process_id: until})
+        if not self.left:
+            pipe.zadd(self.key, {self.link.process_id: until})
         pipe.zremrangebyscore(self.key, "-inf", now)
         pipe.zrangebyscore(self.key, now, "+inf")
         try:
@@ -54,6 +57,8 @@ class Members:
         return None if chosen == self.link.process_id else chosen
 
     async def leave(self) -> None:
+        self.left = True
+        self.live = [m for m in self.live if m != self.link.process_id]
         try:
             await self.link.client.zrem(self.key, self.link.process_id)
         except Exception as exc:  # it runs out by itself

@@ -78,9 +78,12 @@ class Cluster:
         log.info("cluster.joined", process=self.process_id, prefix=self.link.prefix)
 
     async def release_pollers(self) -> None:
-        """Hand the poller leases back (drain: this process polls no more)."""
+        """Hand the poller leases back (drain: this process polls no more), and stop being a
+        member: a poller assigns new chats to the others meanwhile."""
         for lease in self.pollers.values():
             await lease.aclose()
+        if self.work is not None:
+            await self.work.members.leave()
 
     def abandon(self) -> None:
         """Stop renewing anything without handing it back, as a killed process would."""

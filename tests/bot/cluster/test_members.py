@@ -111,3 +111,22 @@ async def test_a_single_member_takes_what_it_receives(pair: tuple[Loopgate, Loop
     alone.live = sorted([alone.link.process_id, "other:1:x"])
     chosen = {alone.target(dm_key(u)) for u in range(50)}
     assert chosen == {None, "other:1:x"}  # itself (None) for some, the other for the rest
+
+
+async def test_a_draining_process_is_assigned_no_new_chats(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
+) -> None:
+    a, b = pair
+    await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
+    poller, other = (a, b) if is_poller(a) else (b, a)
+    await wait_until(lambda: len(work_of(poller).members.live) == 2, LEASE + 1)
+    assert other.cluster is not None and poller.cluster is not None
+    await other.cluster.release_pollers()  # what a drain does first
+    await work_of(other).members.refresh()  # its renewals no longer list it
+    await work_of(poller).members.refresh()
+    assert work_of(poller).members.live == [poller.cluster.process_id]
+
+    for user in range(1, 11):
+        tg.push(tg.private_message(f"u{user}", user_id=user))
+    await tg.wait_for(lambda: len(tg.texts()) == 10, timeout=10)
+    assert work_of(other).claimed == 0
