@@ -25,6 +25,9 @@ fresh Redis key prefix.
         [--database-url postgresql+asyncpg://...] [--redis-url redis://127.0.0.1:6379/15]
 
 ``--rounds`` repeats every setup, interleaved, and reports medians (a shared machine is noisy);
+``--routing polling`` runs Telegram in polling mode instead of webhooks: the elected poller
+receives every update and assigns new chats to the processes (``bot/cluster/members.py``); the
+``split`` column shows each process's share of the CPU.
 ``--routing sticky`` sends all updates of one chat to the same process instead, which shows how
 much of the extra CPU comes from a chat's messages landing in different processes.
 ``--independent`` adds, for each N > 1, N processes that share nothing (each its own schema, no
@@ -111,6 +114,7 @@ class Result:
     answers: int = 0
     sent: int = 0
     per_process: list[int] = field(default_factory=list)
+    cpu_per_process: list[float] = field(default_factory=list)
 
     @property
     def cpu_ms(self) -> float:
@@ -170,6 +174,11 @@ def summarize(
         "idle_cpu_ms_per_s": median([r.idle_cpu_per_s for r in rounds], 1000, 1),
         "peak_rss_mib": median([r.rss for r in rounds], digits=1),
         "updates_per_process": [sum(c) for c in zip(*(r.per_process for r in rounds), strict=True)],
+        # Each process's share of the Loopgate CPU of the phase, over all rounds.
+        "cpu_split": [
+            round(sum(c) / max(1e-9, sum(r.cpu for r in rounds)), 2)
+            for c in zip(*(r.cpu_per_process for r in rounds), strict=True)
+        ],
         "updates": sum(r.sent for r in rounds),
         "answers": sum(r.answers for r in rounds),
         "rounds": len(rounds),
@@ -252,20 +261,24 @@ def write_config(
     secret: str,
     prefix: str,
 ) -> Path:
+    telegram: dict[str, Any] = {
+        "enabled": True,
+        "token": tg.token,
+        "api_base_url": tg.base_url,
+        "rate_limit": "off",
+    }
+    if args.routing == "polling":
+        telegram["mode"] = "polling"
+    else:
+        telegram |= {
+            "mode": "webhook",
+            "webhook_url": "https://bench.example/telegram/webhook",
+            "webhook_secret": secret,
+        }
     config: dict[str, Any] = {
         "database": {"url": args.database_url},
         "providers": {"openai": {"base_url": llm.base_url, "model": "fake-model"}},
-        "channels": {
-            "telegram": {
-                "enabled": True,
-                "token": tg.token,
-                "api_base_url": tg.base_url,
-                "mode": "webhook",
-                "webhook_url": "https://bench.example/telegram/webhook",
-                "webhook_secret": secret,
-                "rate_limit": "off",
-            }
-        },
+        "channels": {"telegram": telegram},
         # Every chat of the phase may run at once, in one process as in several: this measures
         # the coordination, not bot.max_concurrent_runs (which would hold back only the single
         # process, and so flatter the cluster's overhead).
@@ -292,6 +305,9 @@ class Webhooks:
         self.per_process = [0] * len(ports)
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
         self.http = httpx.AsyncClient(limits=limits, timeout=60)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
 
     async def ask(self, user_id: int, text: str) -> float:
         """Send ``text`` as a DM from ``user_id``; the ms from the POST to the reply."""
@@ -321,6 +337,25 @@ class Webhooks:
         return (replied - posted) * 1000
 
 
+class Polling:
+    """Queues each update at the fake Bot API for the elected poller to fetch, and waits for
+    its reply there."""
+
+    sticky = False
+
+    def __init__(self, tg: BenchTelegram) -> None:
+        self.tg = tg
+        self.per_process = [0]  # every update reaches the poller
+
+    async def ask(self, user_id: int, text: str) -> float:
+        """The ms from the poller's ``getUpdates`` handing the update out to the reply."""
+        self.per_process[0] += 1
+        return await self.tg.ask(user_id, text)
+
+    async def aclose(self) -> None:
+        pass
+
+
 async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Result:
     result = Result(setup)
     schema = f"bench_{uuid.uuid4().hex[:12]}"
@@ -343,7 +378,11 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                 proc, log, port = await start_serve(home, config, command=command, env=env)
                 procs.append((proc, log))
                 ports.append(port)
-            hooks = Webhooks(tg, ports, secret, args.routing == "sticky" or setup.independent)
+            hooks: Webhooks | Polling = (
+                Polling(tg)
+                if args.routing == "polling"
+                else Webhooks(tg, ports, secret, args.routing == "sticky" or setup.independent)
+            )
             try:
                 pids = [proc.pid for proc, _ in procs]
                 for n in range(args.warmup * setup.processes):
@@ -379,14 +418,17 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                     )
 
                 switches0 = context_switches(pids)
-                cpu0 = sum(cpu_seconds(pid) for pid in pids)
+                cpus0 = [cpu_seconds(pid) for pid in pids]
+                cpu0 = sum(cpus0)
                 pg0 = cpu_seconds(postgres) if postgres else None
                 redis0 = await redis_cpu(redis_client) if setup.clustered else None
                 own0, (busy0, total0) = own_cpu(), machine_busy()
                 t0 = time.monotonic()
                 await asyncio.gather(*(conversation(c) for c in range(args.chats)))
                 result.seconds = time.monotonic() - t0
-                result.cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+                cpus1 = [cpu_seconds(pid) for pid in pids]
+                result.cpu = sum(cpus1) - cpu0
+                result.cpu_per_process = [b - a for a, b in zip(cpus0, cpus1, strict=True)]
                 switches1 = context_switches(pids)
                 result.voluntary_switches = switches1[0] - switches0[0]
                 result.involuntary_switches = switches1[1] - switches0[1]
@@ -411,7 +453,7 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                 result.sent = sum(hooks.per_process)
                 result.per_process = hooks.per_process
             finally:
-                await hooks.http.aclose()
+                await hooks.aclose()
                 await asyncio.gather(*(stop_serve(proc, log) for proc, log in procs))
     finally:
         for name in schemas:
@@ -481,7 +523,7 @@ def print_table(data: dict[str, Any]) -> None:
         "CPU ms/reply", "overhead", "coord", "sleeps", "preempted",
         "postgres", "redis", "bench", "busy", "others",
         "idle ms/s",
-        "RSS MiB", "answers",
+        "RSS MiB", "answers", "split",
     )  # fmt: skip
     lines = [head]
     for name, row in data["results"].items():
@@ -506,6 +548,7 @@ def print_table(data: dict[str, Any]) -> None:
                 show(row["idle_cpu_ms_per_s"]),
                 show(row["peak_rss_mib"]),
                 f"{row['answers']}/{row['updates']}",
+                "/".join(f"{share:.0%}" for share in row["cpu_split"]),
             )
         )  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
@@ -531,7 +574,7 @@ def print_table(data: dict[str, Any]) -> None:
         f"{data['cores']}, others: of those, not this benchmark's; median of {data['rounds']} "
         f"round(s); routing: {data['routing']}; pools warmed by a burst first: "
         f"{'yes' if data.get('warm_burst', False) else 'no'}; idle ms/s: all Loopgate processes' "
-        "CPU with nothing to answer"
+        "CPU with nothing to answer; split: each process's share of that CPU"
     )
 
 
@@ -557,10 +600,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--routing",
-        choices=("round-robin", "sticky"),
+        choices=("round-robin", "sticky", "polling"),
         default="round-robin",
         help="round-robin: each update to the next process (default); sticky: a chat's updates "
-        "always to the same process",
+        "always to the same process; polling: Telegram polling, the elected poller receives all",
     )
     parser.add_argument(
         "--rounds", type=int, default=1, help="repeat every setup, interleaved (default 1)"
@@ -601,6 +644,8 @@ def main() -> None:
         parser.error("a Postgres URL is needed: --database-url or LOOPGATE_TEST_POSTGRES_URL")
     if not args.redis_url:
         parser.error("a Redis URL is needed: --redis-url or LOOPGATE_TEST_REDIS_URL")
+    if args.routing == "polling" and args.independent:
+        parser.error("--independent needs webhooks: independent processes would poll one bot")
     configure_logging("warning", "console")  # the schema clean-up's storage.opened
     args.processes = [int(n) for n in args.processes.split(",") if n.strip()]
     workdir = Path(tempfile.mkdtemp(prefix="loopgate-cluster-"))
