@@ -83,7 +83,7 @@ class Cluster:
         for lease in self.pollers.values():
             await lease.aclose()
         if self.work is not None:
-            await self.work.members.leave()
+            await self.work.leave()
 
     def abandon(self) -> None:
         """Stop renewing anything without handing it back, as a killed process would."""

@@ -85,10 +85,24 @@ class ClusterWork:
 
     async def attach(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
-        await self.members.refresh()
         self._listener = asyncio.create_task(self._listen(), name="cluster:work")
         self._renewer = asyncio.create_task(self._renew_forever(), name="cluster:renew")
         await asyncio.wait_for(self._subscribed.wait(), timeout=10)
+        await self.members.refresh()
+        await self._tell_members()
+
+    async def leave(self) -> None:
+        """No longer a member (a drain): new sessions are assigned to the others from now."""
+        if not self.members.left:
+            await self.members.leave()
+            await self._tell_members()
+
+    async def _tell_members(self) -> None:
+        # Otherwise a poller would learn of a member joining or leaving only at its next
+        # renewal, up to a third of a lease later.
+        for member in self.members.live:
+            if member != self.link.process_id:
+                await self._send(member, {"op": "members"})
 
     def holds(self, session_key: str) -> bool:
         """Whether a message received now for ``session_key`` can be kept here (see
@@ -229,7 +243,11 @@ class ClusterWork:
     def _on_message(self, data: bytes | str) -> None:
         try:
             message = json.loads(data)
-            op, session_key = message["op"], str(message["session"])
+            op = message["op"]
+            if op == "members":  # one joined or left: a poller must know at once
+                self._spawn(self.members.refresh())
+                return
+            session_key = str(message["session"])
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("cluster.work_bad_message", error=repr(exc))
             return
@@ -309,7 +327,7 @@ class ClusterWork:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._listener = self._renewer = None
-        await self.members.leave()
+        await self.leave()
         with suppress(Exception):
             await self.inbox.release_queued()
         await self.leases.release_all()

@@ -130,3 +130,28 @@ async def test_a_draining_process_is_assigned_no_new_chats(
         tg.push(tg.private_message(f"u{user}", user_id=user))
     await tg.wait_for(lambda: len(tg.texts()) == 10, timeout=10)
     assert work_of(other).claimed == 0
+
+
+async def test_members_hear_of_a_process_joining_or_leaving_at_once(
+    cluster_config: ClusterConfig, tg: FakeTelegram
+) -> None:
+    """Not only at their next renewal: a poller that started first would otherwise take every
+    new chat itself for up to a third of a lease after the others joined."""
+    telegram = telegram_section(tg)
+    async with AsyncExitStack() as stack:
+        first = await stack.enter_async_context(
+            Loopgate(cluster_config(channels={"telegram": telegram}))
+        )
+        renewer = work_of(first)._renewer
+        assert renewer is not None
+        renewer.cancel()  # its own renewals would refresh the list too
+        await asyncio.gather(renewer, return_exceptions=True)
+        assert len(work_of(first).members.live) == 1
+
+        second = await stack.enter_async_context(
+            Loopgate(cluster_config(channels={"telegram": telegram}))
+        )
+        await wait_until(lambda: len(work_of(first).members.live) == 2, LEASE)
+        assert second.cluster is not None
+        await second.cluster.release_pollers()  # a drain
+        await wait_until(lambda: len(work_of(first).members.live) == 1, LEASE)
