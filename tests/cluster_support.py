@@ -133,15 +133,17 @@ ClusterConfig = Callable[..., Config]
 def cluster_config(
     tmp_path: Path, llm: FakeLLM, redis_prefix: str, shared_schema: str
 ) -> ClusterConfig:
-    """``cluster_config(**sections)``: Postgres + Redis, a 2-second lease."""
+    """``cluster_config(**sections)``: Postgres + Redis, a 2-second lease (a ``cluster``
+    section adds to it)."""
 
     def build(**sections: Any) -> Config:
+        cluster = {"lease_seconds": 2, "key_prefix": redis_prefix, **sections.pop("cluster", {})}
         return make_config(
             tmp_path,
             llm,
             database={"url": PG_URL},
             redis={"url": REDIS_URL},
-            cluster={"lease_seconds": 2, "key_prefix": redis_prefix},
+            cluster=cluster,
             **sections,
         )
 

@@ -35,6 +35,7 @@ class Cluster:
             lease_seconds=config.cluster.lease_seconds,
         )
         self.registry = ClusterRunRegistry(self.link)
+        self.spread_polled = config.cluster.spread_polled
         self.pollers: dict[str, PollerLease] = {}
         self.locks = RedisLocks(self.link)
         """The compaction and seeding locks lent to every agent (``agent_core.locks``)."""
@@ -69,7 +70,8 @@ class Cluster:
         self.work = ClusterWork(self.link, inbox, max_age=max_age)
         # The elected poller receives every update of its bot: it spreads the new sessions
         # over the members (members.py) instead of answering every chat itself.
-        self.work.spreads = lambda: any(lease.holds() for lease in self.pollers.values())
+        if self.spread_polled:
+            self.work.spreads = lambda: any(lease.holds() for lease in self.pollers.values())
         return self.work
 
     async def start(self) -> None:

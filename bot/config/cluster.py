@@ -22,6 +22,10 @@ class ClusterConfig(StrictModel):
     """How long a dead process keeps what it held (the poller lease, its runs in Redis)."""
     key_prefix: str = Field(default="loopgate", min_length=1)
     """Prefix of every Redis key and channel: several services (or tests) may share a Redis."""
+    spread_polled: bool = True
+    """The elected poller (Telegram, Zalo in polling mode) assigns new chats over all the
+    processes (``bot/cluster/members.py``); off, it answers every chat itself, as a standby
+    cluster would: less CPU per reply, one process's ``bot.max_concurrent_runs`` for all."""
 
 
 def cluster_problems(redis_url: str, database_url: str) -> list[str]:

@@ -155,3 +155,19 @@ async def test_members_hear_of_a_process_joining_or_leaving_at_once(
         assert second.cluster is not None
         await second.cluster.release_pollers()  # a drain
         await wait_until(lambda: len(work_of(first).members.live) == 1, LEASE)
+
+
+async def test_spreading_can_be_turned_off(cluster_config: ClusterConfig, tg: FakeTelegram) -> None:
+    """``cluster.spread_polled: false``: the poller answers every chat itself (a standby)."""
+    telegram = telegram_section(tg)
+    config = cluster_config(channels={"telegram": telegram}, cluster={"spread_polled": False})
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Loopgate(config))
+        b = await stack.enter_async_context(Loopgate(config))
+        await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
+        poller, other = (a, b) if is_poller(a) else (b, a)
+        await wait_until(lambda: len(work_of(poller).members.live) == 2, LEASE + 1)
+        for user in range(1, 11):
+            tg.push(tg.private_message(f"u{user}", user_id=user))
+        await tg.wait_for(lambda: len(tg.texts()) == 10, timeout=10)
+        assert work_of(other).claimed == 0
