@@ -19,7 +19,9 @@ import pytest
 from redis.asyncio import Redis
 
 import bot.app
+from bot.app import Loopgate
 from bot.cluster.connection import RedisLink
+from bot.cluster.work import ClusterWork
 from bot.config import Config
 from bot.storage import open_database
 from tests.conftest import make_config
@@ -148,3 +150,15 @@ def cluster_config(
         )
 
     return build
+
+
+def work_of(app: Loopgate) -> ClusterWork:
+    """``app``'s work distribution (it runs with ``redis.url``)."""
+    assert app.cluster is not None and app.cluster.work is not None
+    return app.cluster.work
+
+
+def is_poller(app: Loopgate, channel: str = "telegram") -> bool:
+    """Whether ``app`` holds ``channel``'s poller lease now."""
+    assert app.cluster is not None
+    return app.cluster.pollers[channel].holds()

@@ -12,9 +12,17 @@ from contextlib import AsyncExitStack
 import pytest
 
 from bot.app import Loopgate
+from bot.cluster.connection import RedisLink
 from bot.cluster.members import Members
-from bot.cluster.work import ClusterWork
-from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from bot.pipeline.session_keys import session_key
+from channels import ChatRef, ChatType
+from tests.cluster_support import (
+    ClusterConfig,
+    is_poller,
+    needs_postgres,
+    needs_redis,
+    work_of,
+)
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import telegram_section
 from tests.waiting import wait_until
@@ -39,27 +47,29 @@ async def pair(
         yield apps[0], apps[1]
 
 
-def work_of(app: Loopgate) -> ClusterWork:
-    assert app.cluster is not None and app.cluster.work is not None
-    return app.cluster.work
+async def roles(a: Loopgate, b: Loopgate) -> tuple[Loopgate, Loopgate]:
+    """The elected poller and the other, once the poller knows both are members."""
+    await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
+    poller, other = (a, b) if is_poller(a) else (b, a)
+    await wait_until(lambda: len(work_of(poller).members.live) == 2, LEASE + 1)
+    return poller, other
 
 
-def is_poller(app: Loopgate) -> bool:
-    assert app.cluster is not None
-    return app.cluster.pollers["telegram"].holds()
+async def chats_answered(tg: FakeTelegram, count: int) -> None:
+    """One DM from each of ``count`` users, each answered."""
+    for user in range(1, count + 1):
+        tg.push(tg.private_message(f"u{user}", user_id=user))
+    await tg.wait_for(lambda: len(tg.texts()) == count, timeout=10)
 
 
 def dm_key(user_id: int) -> str:
-    return f"agent:main:telegram:direct:{user_id}"
+    return session_key("main", ChatRef("telegram", str(user_id), ChatType.DIRECT))
 
 
 async def test_the_poller_spreads_new_chats_over_the_processes(
     pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
 ) -> None:
-    a, b = pair
-    await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
-    poller, other = (a, b) if is_poller(a) else (b, a)
-    await wait_until(lambda: len(work_of(poller).members.live) == 2, LEASE + 1)
+    poller, other = await roles(*pair)
     users = range(1, 21)
     # Where each chat must go: the member its key hashes to (None: the poller itself).
     elsewhere = {u for u in users if work_of(poller).members.target(dm_key(u)) is not None}
@@ -84,9 +94,7 @@ async def test_a_chat_assigned_to_a_dead_member_is_answered_after_a_lease(
 ) -> None:
     """A member that died stays listed until its membership runs out: a session assigned to it
     meanwhile waits for its lease, then any process's sweep takes it."""
-    a, b = pair
-    await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
-    poller = a if is_poller(a) else b
+    poller, _ = await roles(*pair)
     members = work_of(poller).members
     ghost = "ghost:1:dead"
     until = int((time.time() + 60) * 1000)
@@ -101,9 +109,18 @@ async def test_a_chat_assigned_to_a_dead_member_is_answered_after_a_lease(
     assert time.monotonic() - started >= LEASE * 0.9  # it did wait for the ghost's lease
 
 
-async def test_a_single_member_takes_what_it_receives(pair: tuple[Loopgate, Loopgate]) -> None:
-    a, _ = pair
-    alone = Members(work_of(a).link)
+async def test_members_agree_on_where_a_session_goes(links: tuple[RedisLink, RedisLink]) -> None:
+    one, two = Members(links[0]), Members(links[1])
+    await one.refresh()
+    await two.refresh()
+    await one.refresh()
+    assert one.live == two.live == sorted(link.process_id for link in links)
+    for user in range(50):  # the same member for both: the other process, or "itself" (None)
+        by_one, by_two = one.target(dm_key(user)), two.target(dm_key(user))
+        assert {by_one, by_two} in ({None, links[0].process_id}, {None, links[1].process_id})
+        assert (by_one or links[0].process_id) == (by_two or links[1].process_id)
+
+    alone = Members(links[0])
     alone.live = [alone.link.process_id]
     assert alone.target(dm_key(1)) is None
     alone.live = []
@@ -116,19 +133,14 @@ async def test_a_single_member_takes_what_it_receives(pair: tuple[Loopgate, Loop
 async def test_a_draining_process_is_assigned_no_new_chats(
     pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
 ) -> None:
-    a, b = pair
-    await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
-    poller, other = (a, b) if is_poller(a) else (b, a)
-    await wait_until(lambda: len(work_of(poller).members.live) == 2, LEASE + 1)
+    poller, other = await roles(*pair)
     assert other.cluster is not None and poller.cluster is not None
     await other.cluster.release_pollers()  # what a drain does first
     await work_of(other).members.refresh()  # its renewals no longer list it
     await work_of(poller).members.refresh()
     assert work_of(poller).members.live == [poller.cluster.process_id]
 
-    for user in range(1, 11):
-        tg.push(tg.private_message(f"u{user}", user_id=user))
-    await tg.wait_for(lambda: len(tg.texts()) == 10, timeout=10)
+    await chats_answered(tg, 10)
     assert work_of(other).claimed == 0
 
 
@@ -164,10 +176,6 @@ async def test_spreading_can_be_turned_off(cluster_config: ClusterConfig, tg: Fa
     async with AsyncExitStack() as stack:
         a = await stack.enter_async_context(Loopgate(config))
         b = await stack.enter_async_context(Loopgate(config))
-        await wait_until(lambda: is_poller(a) or is_poller(b), LEASE + 1)
-        poller, other = (a, b) if is_poller(a) else (b, a)
-        await wait_until(lambda: len(work_of(poller).members.live) == 2, LEASE + 1)
-        for user in range(1, 11):
-            tg.push(tg.private_message(f"u{user}", user_id=user))
-        await tg.wait_for(lambda: len(tg.texts()) == 10, timeout=10)
+        _, other = await roles(a, b)
+        await chats_answered(tg, 10)
         assert work_of(other).claimed == 0

@@ -16,7 +16,7 @@ from telegram import Bot
 from bot.app import Loopgate
 from bot.http.health import health_report
 from channels.zalo import ZaloBotClient
-from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from tests.cluster_support import ClusterConfig, is_poller, needs_postgres, needs_redis
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.zalo_server import DEFAULT_TOKEN, FakeZalo, text_event
 from tests.telegram_support import channel_of, telegram_section
@@ -54,11 +54,6 @@ async def pair(
             Loopgate(cluster_config(channels={"telegram": telegram}))
         )
         yield a, b
-
-
-def is_poller(app: Loopgate) -> bool:
-    assert app.cluster is not None
-    return app.cluster.pollers["telegram"].holds()
 
 
 async def test_one_poller_and_takeover_without_loss_or_double(

@@ -15,13 +15,13 @@ import pytest
 from sqlalchemy import update as sa_update
 
 from bot.app import Loopgate
-from bot.cluster.work import SETTLE_SECONDS, ClusterWork
+from bot.cluster.work import SETTLE_SECONDS
 from bot.pipeline.session_keys import session_key
 from bot.storage.inbox import InboxState
 from bot.storage.models import InboxRow, utcnow
 from channels import ChatRef, ChatType, InboundMessage, Sender
 from channels.telegram._channel import SECRET_HEADER
-from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis
+from tests.cluster_support import ClusterConfig, needs_postgres, needs_redis, work_of
 from tests.fakes.llm_server import FakeLLM, delay, echo
 from tests.fakes.telegram_server import FakeTelegram
 from tests.inbound_support import webhook_client
@@ -65,11 +65,6 @@ class Webhooks:
     async def post(self, update: dict[str, Any]) -> None:
         response = await self.http.post(self.path, json=update, headers={SECRET_HEADER: SECRET})
         assert response.status_code == 200, response.text
-
-
-def work_of(app: Loopgate) -> ClusterWork:
-    assert app.cluster is not None and app.cluster.work is not None
-    return app.cluster.work
 
 
 def update(tg: FakeTelegram, text: str, user_id: int) -> dict[str, Any]:
