@@ -20,7 +20,11 @@ from __future__ import annotations
 import hashlib
 import time
 
+import structlog
+
 from bot.cluster.connection import RedisLink
+
+log = structlog.get_logger(__name__)
 
 
 class Members:
@@ -45,7 +49,10 @@ class Members:
         except Exception as exc:
             self.link.mark(False, exc)
             return
-        self.live = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+        live = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+        if live != self.live:
+            log.info("cluster.members", members=live, count=len(live))
+        self.live = live
 
     def target(self, session_key: str) -> str | None:
         """The member a session nobody holds goes to; None when that is this process (or no

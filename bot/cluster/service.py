@@ -67,11 +67,13 @@ class Cluster:
 
     def distribute(self, inbox: SqlInbox, *, max_age: float) -> ClusterWork:
         """Work distribution over the shared ``inbox`` (``bot/cluster/work.py``)."""
-        self.work = ClusterWork(self.link, inbox, max_age=max_age)
+
         # The elected poller receives every update of its bot: it spreads the new sessions
         # over the members (members.py) instead of answering every chat itself.
-        if self.spread_polled:
-            self.work.spreads = lambda: any(lease.holds() for lease in self.pollers.values())
+        def polls() -> bool:
+            return self.spread_polled and any(lease.holds() for lease in self.pollers.values())
+
+        self.work = ClusterWork(self.link, inbox, max_age=max_age, spreads=polls)
         return self.work
 
     async def start(self) -> None:

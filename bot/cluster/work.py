@@ -55,13 +55,20 @@ class ClusterWork:
     """Satisfies :class:`bot.pipeline.ports.WorkClaims`; ``attach`` gives it the pipeline it
     feeds (:class:`bot.pipeline.ports.Pipeline`)."""
 
-    def __init__(self, link: RedisLink, inbox: SqlInbox, *, max_age: float) -> None:
+    def __init__(
+        self,
+        link: RedisLink,
+        inbox: SqlInbox,
+        *,
+        max_age: float,
+        spreads: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.link = link
         self.inbox = inbox
         self.max_age = max_age
         self.leases = SessionLeases(link)
         self.members = Members(link)
-        self.spreads: Callable[[], bool] = lambda: False
+        self.spreads = spreads
         """Whether a session nobody holds, of a message received here, goes to a member chosen
         by its key instead of this process: the only receiver, the elected poller, spreads."""
         self.channel = link.key("work", link.process_id)

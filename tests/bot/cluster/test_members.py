@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 import pytest
+from structlog.testing import capture_logs
 
 from bot.app import Loopgate
 from bot.cluster.connection import RedisLink
@@ -160,10 +161,14 @@ async def test_members_hear_of_a_process_joining_or_leaving_at_once(
         await asyncio.gather(renewer, return_exceptions=True)
         assert len(work_of(first).members.live) == 1
 
-        second = await stack.enter_async_context(
-            Loopgate(cluster_config(channels={"telegram": telegram}))
-        )
-        await wait_until(lambda: len(work_of(first).members.live) == 2, LEASE)
+        with capture_logs() as logs:
+            second = await stack.enter_async_context(
+                Loopgate(cluster_config(channels={"telegram": telegram}))
+            )
+            await wait_until(lambda: len(work_of(first).members.live) == 2, LEASE)
+        assert {"event": "cluster.members", "count": 2} in [
+            {"event": e["event"], "count": e.get("count")} for e in logs
+        ]  # an operator sees the change in the log
         assert second.cluster is not None
         await second.cluster.release_pollers()  # a drain
         await wait_until(lambda: len(work_of(first).members.live) == 1, LEASE)
