@@ -64,6 +64,9 @@ class DockerSandbox:
             )
             _, err = await asyncio.wait_for(proc.communicate(), _PROBE_TIMEOUT)
         except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()  # a client stuck on a dead daemon is not left behind
+            await proc.wait()
             raise SandboxUnavailable(BACKEND, "the Docker daemon did not answer") from None
         if proc.returncode != 0:
             text = err.decode(errors="replace").strip().splitlines()
@@ -134,7 +137,11 @@ class DockerSandbox:
                     stderr=asyncio.subprocess.DEVNULL,
                     env=client_env,
                 )
-                await asyncio.wait_for(killer.wait(), _PROBE_TIMEOUT)
+                try:
+                    await asyncio.wait_for(killer.wait(), _PROBE_TIMEOUT)
+                except TimeoutError:  # the daemon is gone; the run's own kill still holds
+                    killer.kill()
+                    await killer.wait()
 
         return await run_process(
             argv, env=client_env, wall_time=wall_time, keep=keep, on_timeout=kill

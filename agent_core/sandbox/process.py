@@ -23,6 +23,7 @@ from pathlib import Path
 from agent_core.sandbox.base import ExecResult, Stream
 
 DRAIN_GRACE = 2.0  # seconds to collect what an exited process still had in its pipes
+REAP_GRACE = 1.0  # seconds a killed process has to be reaped before a cancelled call ends
 
 
 class _Capture:
@@ -115,6 +116,10 @@ async def run_process(
         if on_timeout is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(on_timeout())
+        # Its exit must reach the loop before the call ends: a loop closed first never hears of
+        # it, and the Popen left behind warns "still running" wherever it is collected.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(watch.exited), REAP_GRACE)
         raise
     finally:
         transport.close()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.sandbox import DockerSandbox, Limits, SandboxUnavailable
+from agent_core.sandbox import DockerSandbox, Limits, SandboxUnavailable, docker
+from tests.exec_support import gone
 
 LIMITS = Limits(timeout=5, memory=256 << 20, processes=32)
 
@@ -76,3 +77,35 @@ async def test_runs_in_a_container(tmp_path: Path) -> None:
     )
     assert result.stdout.data.startswith(b"/workspace\n") and (tmp_path / "f").exists()
     assert b"Read-only" in result.stdout.data
+
+
+async def test_a_client_that_hangs_is_unavailable_and_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = "6.01031"  # seconds: outlives the check, and not long if it leaks
+    client = tmp_path / "docker"
+    client.write_text(f"#!/bin/sh\nexec sleep {marker}\n")
+    client.chmod(0o755)
+    monkeypatch.setattr(docker, "_PROBE_TIMEOUT", 0.3)
+    with pytest.raises(SandboxUnavailable, match="did not answer"):
+        await DockerSandbox(binary=str(client)).probe()
+    assert await gone(marker)
+
+
+async def test_a_deadline_with_a_hung_daemon_still_ends_in_a_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `docker kill` hangs too: the run still ends as timed out, and no client is left behind.
+    run_marker, kill_marker = "6.01032", "6.01033"
+    client = tmp_path / "docker"
+    client.write_text(
+        f'#!/bin/sh\ncase "$1" in kill) exec sleep {kill_marker};; '
+        f"*) exec sleep {run_marker};; esac\n"
+    )
+    client.chmod(0o755)
+    monkeypatch.setattr(docker, "_PROBE_TIMEOUT", 0.3)
+    result = await DockerSandbox(binary=str(client), limits=LIMITS).run(
+        "true", tmp_path, {"PATH": "/usr/bin:/bin"}, wall_time=0.3, keep=100
+    )
+    assert result.timed_out and result.exit_code is None
+    assert await gone(run_marker) and await gone(kill_marker)

@@ -4,8 +4,10 @@ process left once the call returns or is cancelled."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
+import warnings
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,25 @@ async def test_an_escaped_grandchild_does_not_hold_the_deadline() -> None:
     finally:
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_cancelled_process_is_reaped_before_the_call_ends() -> None:
+    # Its exit reaches the loop through the child watcher. A loop that closes before it arrives
+    # leaves a Popen that warns "still running" when collected, during whatever runs next.
+    marker = "321.0123"
+
+    async def cancel_one() -> None:
+        task = asyncio.create_task(
+            run_process(["/bin/sleep", marker], env=ENV, wall_time=30, keep=10)
+        )
+        while not processes_with(marker):
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(cancel_one())
+        gc.collect()
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
