@@ -3,13 +3,17 @@
 A session's messages are answered by the one process holding its lease, so they run in order
 whatever process received them, and different sessions spread over all processes. Taking the
 lease also extends it when it is already ours (one script, one round-trip); a busy session's
-lease is renewed every third of ``cluster.lease_seconds``, an idle one is left to expire, so a
-chat sticks to its process for a while (its caches stay warm) and needs no release race.
-A process that dies loses its sessions after ``cluster.lease_seconds``.
+lease is renewed every third of ``cluster.lease_seconds``. Once it has nothing left to do, a
+process hands a session back (``release_soon``: the releases of one pass of the event loop
+in one script) when other processes could take it: the one that receives the chat's next
+message takes it and answers there, instead of storing it for this one and nudging it. Alone,
+a process keeps it until the lease runs out. A process that dies loses its sessions after
+``cluster.lease_seconds``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Iterable
@@ -68,6 +72,10 @@ class SessionLeases:
         self._lease_ms = int(link.lease_seconds * 1000)
         self._held: dict[str, float] = {}  # session key -> monotonic time its lease runs out
         self._take = link.client.register_script(_TAKE)  # EVALSHA: the body is not resent
+        self._release = link.client.register_script(_RELEASE)
+        self._to_release: set[str] = set()  # handed back, not sent yet
+        self._releasing: dict[str, asyncio.Future[None]] = {}  # sent, not answered yet
+        self._flush: asyncio.Task[None] | None = None
 
     def _key(self, session_key: str) -> str:
         # Session keys name chats and users: hashed, like every key this service writes.
@@ -85,6 +93,11 @@ class SessionLeases:
         ``nudge`` (channel prefix, message): publish the message on the prefix + the holder's
         id when another process holds it, in the same script. ``assign_to``: when nobody holds
         it, that process does from now on (and is nudged) instead of this one."""
+        # Taken again before its release went out: it simply stays ours. A release under way
+        # must land first, or it would delete the lease this take sets.
+        self._to_release.discard(session_key)
+        if (releasing := self._releasing.get(session_key)) is not None:
+            await asyncio.shield(releasing)
         sent = time.monotonic()
         prefix, message = nudge or ("", "")
         try:
@@ -159,10 +172,45 @@ class SessionLeases:
             else:
                 self._held[key] = sent + self.link.lease_seconds
 
+    def release_soon(self, session_key: str) -> None:
+        """Hand ``session_key`` back: it is no longer ours from now on (``holds``), and Redis
+        hears of it with the others handed back in this pass of the event loop."""
+        self._held.pop(session_key, None)
+        self._to_release.add(session_key)
+        if self._flush is None:
+            self._flush = asyncio.create_task(self._release_pending(), name="cluster:release")
+
+    async def _release_pending(self) -> None:
+        await asyncio.sleep(0)  # the sessions that went idle with this one
+        keys, self._flush = list(self._to_release), None
+        self._to_release.clear()
+        if not keys:
+            return
+        sent = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._releasing[key] = sent
+        try:
+            await self._release(
+                client=self.link.client,
+                keys=[self._key(k) for k in keys],
+                args=[self.link.process_id],
+            )
+        except Exception as exc:  # they run out by themselves
+            self.link.mark(False, exc)
+        finally:
+            for key in keys:
+                if self._releasing.get(key) is sent:
+                    del self._releasing[key]
+            sent.set_result(None)
+
     async def release_all(self) -> None:
         """Hand every session back (a clean stop): another process takes them at once."""
-        keys = list(self._held)
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        keys = [*self._held, *self._to_release]
         self._held.clear()
+        self._to_release.clear()
         if not keys:
             return
         try:

@@ -1,17 +1,17 @@
 """Work distribution: which process answers a message, when several share one inbox.
 
-Any process may receive a message (a webhook, the elected poller); it stores it in the shared
-inbox *unowned* and tries to take the message's session (``session_leases.py``). The process
-holding the session claims every claimable entry of it, oldest first
-(``SqlInbox.claim_session``: ``FOR UPDATE SKIP LOCKED``) and queues them in its per-session
-scheduler, so one chat is answered by one process at a time and in order, while different
-chats spread over the processes that received them. When another process holds the session,
-the receiver nudges it (``<prefix>:work:<holder>``) and leaves the entry in the inbox. A
-message for a session this process already holds (and is not claiming) skips all that: it is
-stored as this process's own and runs at once, as in one process (``holds``), which saves the
-claim's and the start's writes on most messages of a busy chat. The elected poller, the only
-receiver of its bot's updates, assigns a session nobody holds to a member instead of taking it
-(``members.py``), so a polling cluster spreads its chats as a webhook one does.
+Any process may receive a message (a webhook, the elected poller). One process at a time holds
+a session (``session_leases.py``), so a chat is answered in order while different chats
+spread over the processes. A message for a session this process holds, or takes as the
+message arrives (nobody held it), is stored as this process's own and runs at once, as in one
+process (``hold``): no claim, no nudge. Once nothing of a session waits or runs here, this
+process hands it back (``went_idle``), so the chat's next message is answered by whichever
+process receives it, without waking this one. A message for a session another process holds
+is stored *unowned*; the receiver nudges the holder (``<prefix>:work:<holder>``), which
+claims every claimable entry of it, oldest first (``SqlInbox.claim_session``: ``FOR UPDATE
+SKIP LOCKED``) and queues them in its per-session scheduler. The elected poller, the only
+receiver of its bot's updates, assigns a session nobody holds to a member instead of taking
+it (``members.py``), so a polling cluster spreads its chats as a webhook one does.
 
 Nothing depends on a nudge arriving: every process sweeps the inbox every third of a lease
 (at most 5 s) for entries nobody holds, stored over a second ago (a lost nudge, a session
@@ -51,6 +51,11 @@ receiver's clock): a nudge normally lands in milliseconds, and a lost one is the
 sweep is for. Clocks apart by more than this shift it by their difference, no more."""
 
 
+KEEPING_SECONDS = 10.0
+"""How long a message kept here may take to be stored before its session may be handed back
+anyway (a store that failed, or found a duplicate, tells nobody)."""
+
+
 class ClusterWork:
     """Satisfies :class:`bot.pipeline.ports.WorkClaims`; ``attach`` gives it the pipeline it
     feeds (:class:`bot.pipeline.ports.Pipeline`)."""
@@ -82,6 +87,8 @@ class ClusterWork:
         self._listener: asyncio.Task[None] | None = None
         self._renewer: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
+        self._keeping: dict[Job, float] = {}
+        """Jobs whose message is being stored as this process's own, until when at most."""
         self.claimed = 0  # entries claimed since start (health, tests)
         self.kept_count = 0  # messages received for a session held here: ours, no claim
 
@@ -112,23 +119,66 @@ class ClusterWork:
                 await self._send(member, {"op": "members"})
 
     def holds(self, session_key: str) -> bool:
-        """Whether a message received now for ``session_key`` can be kept here (see
-        :meth:`bot.pipeline.ports.WorkClaims.holds`)."""
-        # Only a session held before this message: one just taken may have older entries in
-        # the inbox that a claim must queue first. A claim under way here (a nudge: a peer
-        # stored an earlier message) must queue that one first too. Half a lease left means
-        # the renewer, every third of a lease, extends it once the job makes it busy.
+        """Whether this process holds ``session_key`` for a message received now, without
+        asking Redis."""
+        # A claim under way here (a nudge: a peer stored an earlier message) must queue that
+        # one first. Half a lease left means the renewer, every third of a lease, extends it
+        # once the job makes it busy.
         return (
             session_key not in self._locks
             and self.leases.left(session_key) > self.link.lease_seconds / 2
         )
 
+    async def hold(self, job: Job) -> bool:
+        """Whether ``job``'s message is kept here (see
+        :meth:`bot.pipeline.ports.WorkClaims.hold`): its session is held already, or taken now
+        when nobody holds it. Taking it before the store turns a moved message's claim, and
+        its holder's wake-up, into the store it needs anyway."""
+        session_key = job.session_key
+        if not self.holds(session_key):
+            if session_key in self._locks:
+                return False  # a claim here queues the older entries first
+            target = self.members.target(session_key) if self.spreads() else None
+            if target not in (None, self.link.process_id):
+                return False  # the poller assigns it once it is stored (dispatch)
+            if await self.leases.take(session_key) is not None:
+                return False  # held elsewhere: stored unowned, and the holder nudged
+        # Until it is stored: the session's last run ending meanwhile must not hand the
+        # session back under it (a peer would store the next message behind this one and
+        # leave it to a sweep).
+        self._keeping[job] = asyncio.get_running_loop().time() + KEEPING_SECONDS
+        return True
+
+    def went_idle(self, session_key: str) -> None:
+        """Hand the session back once nothing of it waits or runs here, when another process
+        could take it (a member alone keeps it: nobody would take it from it)."""
+        pipeline = self._pipeline
+        now = asyncio.get_running_loop().time()
+        storing = False
+        for job, until in list(self._keeping.items()):
+            if until <= now:
+                del self._keeping[job]  # its store failed or found a duplicate
+            elif job.session_key == session_key:
+                storing = True
+        if (
+            storing
+            or pipeline is None
+            or len(self.members.live) < 2
+            or session_key in self._locks
+            or not self.leases.holds(session_key)
+            or session_key in pipeline.busy_sessions()
+        ):
+            return
+        self.leases.release_soon(session_key)
+
     def kept(self, job: Job) -> None:
+        self._keeping.pop(job, None)
         self.kept_count += 1
 
     def dispatch(self, job: Job) -> None:
         """``job``'s message is stored unowned: claim its session now, in the background (the
         platform is acknowledged meanwhile)."""
+        self._keeping.pop(job, None)
         if job.inbox_id is not None:
             self._received[job.inbox_id] = job
         self._claim_later(job.session_key, assign=True)

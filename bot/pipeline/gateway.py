@@ -134,6 +134,7 @@ class Gateway:
         """Several processes share the inbox from now on (``bot/cluster/work.py``)."""
         self.work = work
         self.stop.work = work
+        self.scheduler.on_idle = work.went_idle
 
     def has_channel(self, name: str) -> bool:
         return name in self.channels
@@ -215,14 +216,14 @@ class Gateway:
             self.work is not None
             and self.inbox is not None
             and msg.chat.channel not in self.local_channels
-            and not self.work.holds(key)
+            and not await self.work.hold(job)
         )
         kept = False
         if self.inbox is None:
             if not await first_delivery(self.dedupe, msg.dedupe_key):
                 return None
         else:
-            # Kept here without a claim: a session this process holds (see WorkClaims.holds).
+            # Kept here without a claim: a session this process holds (see WorkClaims.hold).
             kept = (
                 self.work is not None and msg.chat.channel not in self.local_channels and not shared
             )

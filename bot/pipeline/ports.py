@@ -52,11 +52,17 @@ class WorkClaims(Protocol):
     """Several processes share the inbox: a message is stored unowned and queued by the
     process that holds its session (:class:`bot.cluster.work.ClusterWork`)."""
 
-    def holds(self, session_key: str) -> bool:
-        """This process already holds ``session_key`` (with half a lease or more left) and no
-        claim of it is under way here: a message received here is stored as its own and runs
-        at once, as in one process, with no claim (unless an older message of the session
-        waits in the inbox: then it is stored behind that one and dispatched)."""
+    async def hold(self, job: Job) -> bool:
+        """Whether ``job``'s message, received now, is stored as this process's own
+        and runs here, with no claim: this process holds the session (half a lease or more
+        left, no claim of it under way here) or has just taken it, nobody holding it (its last
+        holder hands it back once idle). Unless an older message of the session waits in the
+        inbox: then it is stored behind that one and dispatched. False: it is stored unowned
+        and dispatched."""
+        ...
+
+    def went_idle(self, session_key: str) -> None:
+        """Nothing of ``session_key`` waits or runs here any more (the scheduler says so)."""
         ...
 
     def kept(self, job: Job) -> None:

@@ -62,6 +62,8 @@ class Scheduler(Generic[J]):
         """Sessions whose next job could start but for ``max_running``, oldest first."""
         self._background: set[asyncio.Task[None]] = set()
         self._held = False
+        self.on_idle: Callable[[str], None] | None = None
+        """Told of a session that has nothing left waiting or running here."""
 
     def submit(self, job: J) -> None:
         lane = self._lanes.setdefault(job.session_key, _Lane())
@@ -182,6 +184,8 @@ class Scheduler(Generic[J]):
         lane = self._lanes.get(session_key)
         if lane is not None and not lane.queue and not lane.running:
             del self._lanes[session_key]
+            if self.on_idle is not None:
+                self.on_idle(session_key)
 
     @property
     def sessions(self) -> set[str]:

@@ -182,3 +182,30 @@ async def test_a_refused_take_nudges_the_holder_in_the_same_call(
         assert received == [b"claim it"]
     finally:
         await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
+
+
+async def test_a_session_handed_back_is_free_for_the_next_taker(
+    pair: tuple[SessionLeases, SessionLeases],
+) -> None:
+    a, b = pair
+    assert await a.take(SESSION) is None
+    a.release_soon(SESSION)
+    assert not a.holds(SESSION)  # no longer ours at once, before Redis hears of it
+
+    async def b_takes_it() -> bool:
+        return await b.take(SESSION) is None
+
+    await wait_until(b_takes_it, timeout=2.0)
+
+
+async def test_taken_again_before_its_release_went_out_it_stays_held(
+    pair: tuple[SessionLeases, SessionLeases], raw: Redis, redis_prefix: str
+) -> None:
+    # The release is sent after this take: it must not delete the lease the take extends.
+    a, _ = pair
+    assert await a.take(SESSION) is None
+    a.release_soon(SESSION)
+    assert await a.take(SESSION) is None
+    await wait_until(lambda: a._flush is None and not a._releasing)
+    assert await raw.get(key_of(redis_prefix, SESSION)) == a.link.process_id.encode()
+    assert a.holds(SESSION)

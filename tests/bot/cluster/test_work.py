@@ -33,25 +33,28 @@ pytestmark = [needs_redis, needs_postgres]
 SECRET = "cluster-work-secret"
 
 
-@pytest.fixture
-async def pair(
-    cluster_config: ClusterConfig, tg: FakeTelegram
-) -> AsyncIterator[tuple[Loopgate, Loopgate]]:
+async def start_pair(
+    stack: AsyncExitStack, cluster_config: ClusterConfig, tg: FakeTelegram, **cluster: Any
+) -> tuple[Loopgate, Loopgate]:
     telegram = telegram_section(
         tg,
         mode="webhook",
         webhook_url="https://bot.example/telegram/webhook",
         webhook_secret=SECRET,
     )
+    apps = []
+    for _ in range(2):
+        config = cluster_config(channels={"telegram": telegram}, cluster=cluster)
+        apps.append(await stack.enter_async_context(Loopgate(config)))
+    return apps[0], apps[1]
+
+
+@pytest.fixture
+async def pair(
+    cluster_config: ClusterConfig, tg: FakeTelegram
+) -> AsyncIterator[tuple[Loopgate, Loopgate]]:
     async with AsyncExitStack() as stack:
-        apps = []
-        for _ in range(2):
-            apps.append(
-                await stack.enter_async_context(
-                    Loopgate(cluster_config(channels={"telegram": telegram}))
-                )
-            )
-        yield apps[0], apps[1]
+        yield await start_pair(stack, cluster_config, tg)
 
 
 class Webhooks:
@@ -104,9 +107,11 @@ async def test_chats_spread_over_the_processes_that_received_them(
     await hook_b.post(update(tg, "to b", user_id=2))
     await tg.wait_for(lambda: len(tg.texts()) >= 2)
     assert sorted(tg.texts()) == ["echo: to a", "echo: to b"]
-    assert work_of(a).claimed == 1 and work_of(b).claimed == 1
+    # Nobody held them: each receiver took its chat before storing, and kept the message.
+    assert work_of(a).kept_count == 1 and work_of(b).kept_count == 1
+    assert work_of(a).claimed == 0 and work_of(b).claimed == 0
     health = a.cluster.health() if a.cluster is not None else {}
-    assert health["leases"]["claimed"] == 1
+    assert health["leases"]["kept"] == 1
     await hook_a.http.aclose()
     await hook_b.http.aclose()
 
@@ -124,37 +129,40 @@ async def test_a_message_for_a_held_session_waits_for_its_holder(
     await hook_a.post(update(tg, "second", user_id=7))
     await tg.wait_for(lambda: len(tg.texts()) >= 2, timeout=3.0)
     assert tg.texts() == ["echo: first", "echo: second"]
-    assert work_of(a).claimed == 0 and work_of(b).claimed == 2
+    # The first kept where it arrived (nobody held the chat), the second claimed there.
+    assert work_of(a).claimed == 0 and work_of(b).claimed == 1 and work_of(b).kept_count == 1
     await hook_a.http.aclose()
     await hook_b.http.aclose()
 
 
 async def test_a_message_kept_by_the_holder_does_not_overtake_one_a_peer_stored_before_it(
-    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram, llm: FakeLLM
 ) -> None:
-    """A holds the chat; B stores the next message unowned, but its nudge is late (B's take
-    is held back). A then receives a third message for the session it holds: stored behind
-    the one waiting in the inbox, it is claimed after it, so the chat is answered in order
-    without waiting for the nudge."""
+    """A holds the chat (its first answer runs); B stores the next message unowned, but its
+    nudge is late (B's take with the nudge is held back). A then receives a third message
+    for the session it holds: stored behind the one waiting in the inbox, it is claimed
+    after it, so the chat is answered in order without waiting for the nudge."""
     a, b = pair
+    llm.script(delay(0.5, echo()), echo(), echo())
     hook_a, hook_b = Webhooks(a), Webhooks(b)
     await hook_a.post(update(tg, "first", user_id=21))
-    await tg.wait_for(lambda: len(tg.texts()) >= 1)
+    await llm.wait_for(lambda: llm.chat_requests)  # A holds the chat: its run is under way
     leases_b = work_of(b).leases
     gate = asyncio.Event()
     original_take = leases_b.take
 
-    async def late_take(session_key: str, **kwargs: Any) -> str | None:
-        await gate.wait()
+    async def late_nudge(session_key: str, **kwargs: Any) -> str | None:
+        if kwargs.get("nudge"):
+            await gate.wait()
         return await original_take(session_key, **kwargs)
 
-    leases_b.take = late_take  # type: ignore[method-assign]
+    leases_b.take = late_nudge  # type: ignore[method-assign]
     await hook_b.post(update(tg, "second", user_id=21))
     await hook_a.post(update(tg, "third", user_id=21))
     await tg.wait_for(lambda: len(tg.texts()) >= 3, timeout=5)
     assert tg.texts() == ["echo: first", "echo: second", "echo: third"]
     # "third" was stored behind "second" and claimed with it: not counted as kept.
-    assert (work_of(a).claimed, work_of(a).kept_count) == (3, 0)
+    assert (work_of(a).claimed, work_of(a).kept_count) == (2, 1)
     gate.set()
     await asyncio.sleep(0.3)  # kept (negative check): B's late nudge claims nothing twice
     assert len(tg.texts()) == 3
@@ -167,8 +175,10 @@ async def test_a_message_a_peer_received_starts_in_the_claim_of_its_idle_holder(
 ) -> None:
     """B holds the chat, idle after its first answer; A receives the next message and nudges
     B, whose claim marks the entry running itself: the turn writes no start of its own, and
-    the entry is answered after one attempt."""
+    the entry is answered after one attempt. (B keeps the idle chat here, as when the nudge
+    arrives before its hand-back went out, or a poller assigned B the chat.)"""
     a, b = pair
+    work_of(b).leases.release_soon = lambda session_key: None  # type: ignore[method-assign]
     hook_a, hook_b = Webhooks(a), Webhooks(b)
     await hook_b.post(update(tg, "first", user_id=13))
     await tg.wait_for(lambda: len(tg.texts()) >= 1)
@@ -207,18 +217,16 @@ async def test_a_message_a_peer_received_starts_in_the_claim_of_its_idle_holder(
 async def test_a_message_for_a_session_held_here_is_stored_as_ours_without_a_claim(
     pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
 ) -> None:
-    """A holds the chat after its first message; the next ones it receives are stored as A's
-    own and run at once, as in one process: no claim, no round trip through the inbox."""
+    """A receives every message of a chat: each is stored as A's own and runs at once, as in
+    one process (its session held, or taken again once A handed it back idle): no claim, no
+    round trip through the inbox."""
     a, _ = pair
     hook_a = Webhooks(a)
-    await hook_a.post(update(tg, "first", user_id=11))
-    await tg.wait_for(lambda: len(tg.texts()) >= 1)
-    assert (work_of(a).claimed, work_of(a).kept_count) == (1, 0)
-    for text in ("second", "third"):
+    for text in ("first", "second", "third"):
         await hook_a.post(update(tg, text, user_id=11))
         await tg.wait_for(lambda text=text: f"echo: {text}" in tg.texts())
     assert tg.texts() == ["echo: first", "echo: second", "echo: third"]
-    assert (work_of(a).claimed, work_of(a).kept_count) == (1, 2)
+    assert (work_of(a).claimed, work_of(a).kept_count) == (0, 3)
     await hook_a.http.aclose()
 
 
@@ -302,3 +310,73 @@ async def test_a_sweep_leaves_a_just_stored_entry_to_its_receiver(
         )
     assert await work_of(b).sweep() == 1
     await tg.wait_for(lambda: tg.texts() == ["echo: hi"])
+
+
+def chat_key(user_id: int) -> str:
+    return session_key("main", ChatRef("telegram", str(user_id), ChatType.DIRECT))
+
+
+async def test_an_idle_chat_is_answered_where_its_next_message_arrives(
+    cluster_config: ClusterConfig, tg: FakeTelegram
+) -> None:
+    """A answers a chat and, idle, hands its session back; B receives the chat's next message:
+    B takes the session and answers it itself, with no claim and no nudge to A. (A long
+    lease: the session must be free because A handed it back, not because it ran out.)"""
+    async with AsyncExitStack() as stack:
+        a, b = await start_pair(stack, cluster_config, tg, lease_seconds=30)
+        hook_a, hook_b = Webhooks(a), Webhooks(b)
+        await hook_a.post(update(tg, "first", user_id=5))
+        await tg.wait_for(lambda: tg.texts() == ["echo: first"])
+
+        async def handed_back() -> bool:
+            return await work_of(b).leases.holder(chat_key(5)) is None
+
+        await wait_until(handed_back, what="A hands the idle session back")
+        await hook_b.post(update(tg, "second", user_id=5))
+        await tg.wait_for(lambda: tg.texts() == ["echo: first", "echo: second"])
+        assert (work_of(a).kept_count, work_of(b).kept_count) == (1, 1)
+        assert work_of(a).claimed == 0 and work_of(b).claimed == 0
+        assert await work_of(a).leases.holder(chat_key(5)) in (None, work_of(b).link.process_id)
+        await hook_a.http.aclose()
+        await hook_b.http.aclose()
+
+
+async def test_a_session_is_not_handed_back_under_a_message_being_stored(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
+) -> None:
+    """A message kept here is stored after its session is taken: the session's last run
+    ending meanwhile must not hand it back (a peer would store the next message behind it
+    and leave it to a sweep)."""
+    a, _ = pair
+    work = work_of(a)
+    chat = ChatRef("telegram", "6", ChatType.DIRECT)
+    msg = InboundMessage(chat=chat, message_id="1", sender=Sender(id="6", name="Ann"), text="x")
+    job = a.gateway._job(msg, "main", chat_key(6))
+    assert await work.hold(job)  # taken: nobody held it
+    work.went_idle(chat_key(6))  # as if an earlier run of it had just ended
+    assert work.leases.holds(chat_key(6))
+    work.kept(job)  # stored
+    work.went_idle(chat_key(6))
+    assert not work.leases.holds(chat_key(6))
+
+
+async def test_a_process_alone_keeps_its_idle_sessions(
+    cluster_config: ClusterConfig, tg: FakeTelegram
+) -> None:
+    """With no other member to take it, handing a session back would only cost its next
+    message a take."""
+    telegram = telegram_section(
+        tg,
+        mode="webhook",
+        webhook_url="https://bot.example/telegram/webhook",
+        webhook_secret=SECRET,
+    )
+    async with Loopgate(cluster_config(channels={"telegram": telegram})) as app:
+        hook = Webhooks(app)
+        for n in range(2):
+            await hook.post(update(tg, f"m{n}", user_id=8))
+            await tg.wait_for(lambda n=n: len(tg.texts()) == n + 1)
+            await wait_until(lambda: not app.gateway.busy_sessions())  # its run has ended
+            assert work_of(app).leases.holds(chat_key(8))
+        assert work_of(app).kept_count == 2  # the second held already: no take, no claim
+        await hook.http.aclose()
