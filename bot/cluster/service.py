@@ -73,7 +73,13 @@ class Cluster:
         def polls() -> bool:
             return self.spread_polled and any(lease.holds() for lease in self.pollers.values())
 
-        self.work = ClusterWork(self.link, inbox, max_age=max_age, spreads=polls)
+        self.work = ClusterWork(
+            self.link,
+            inbox,
+            max_age=max_age,
+            spreads=polls,
+            polled=lambda channel: channel in self.pollers,
+        )
         return self.work
 
     async def start(self) -> None:

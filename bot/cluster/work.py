@@ -67,6 +67,7 @@ class ClusterWork:
         *,
         max_age: float,
         spreads: Callable[[], bool] = lambda: False,
+        polled: Callable[[str], bool] = lambda channel: False,
     ) -> None:
         self.link = link
         self.inbox = inbox
@@ -76,6 +77,11 @@ class ClusterWork:
         self.spreads = spreads
         """Whether a session nobody holds, of a message received here, goes to a member chosen
         by its key instead of this process: the only receiver, the elected poller, spreads."""
+        self.polled = polled
+        """Whether a channel's updates reach the cluster through one elected poller: its
+        chats are not handed back when idle (the poller sends their next messages to the same
+        process anyway)."""
+        self._channels: dict[str, str] = {}  # session key -> its channel, until it is idle
         self.channel = link.key("work", link.process_id)
         self._pipeline: Pipeline | None = None
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, claims using it
@@ -151,28 +157,33 @@ class ClusterWork:
 
     def went_idle(self, session_key: str) -> None:
         """Hand the session back once nothing of it waits or runs here, when another process
-        could take it (a member alone keeps it: nobody would take it from it)."""
+        could take it and would receive its next message (a member alone keeps it, and so
+        does the member a poller assigned it to)."""
         pipeline = self._pipeline
         now = asyncio.get_running_loop().time()
-        storing = False
         for job, until in list(self._keeping.items()):
             if until <= now:
                 del self._keeping[job]  # its store failed or found a duplicate
             elif job.session_key == session_key:
-                storing = True
+                return  # stored in a moment, and run here
         if (
-            storing
-            or pipeline is None
-            or len(self.members.live) < 2
+            pipeline is None
             or session_key in self._locks
-            or not self.leases.holds(session_key)
             or session_key in pipeline.busy_sessions()
+        ):
+            return  # not idle after all: it says so again once it is
+        channel = self._channels.pop(session_key, None)
+        if (
+            (channel is not None and self.polled(channel))
+            or len(self.members.live) < 2
+            or not self.leases.holds(session_key)
         ):
             return
         self.leases.release_soon(session_key)
 
     def kept(self, job: Job) -> None:
         self._keeping.pop(job, None)
+        self._channels[job.session_key] = job.message.chat.channel
         self.kept_count += 1
 
     def dispatch(self, job: Job) -> None:
@@ -262,6 +273,7 @@ class ClusterWork:
         self, pipeline: Pipeline, entries: list[InboxEntry], started: int | None = None
     ) -> None:
         for entry in entries:
+            self._channels[entry.session_key] = entry.channel
             job = self._received.pop(entry.id, None)
             fresh = entry.attempts == 0 or entry.id == started
             if job is not None:

@@ -184,3 +184,18 @@ async def test_spreading_can_be_turned_off(cluster_config: ClusterConfig, tg: Fa
         _, other = await roles(a, b)
         await chats_answered(tg, 10)
         assert work_of(other).claimed == 0
+
+
+async def test_a_polled_chat_stays_with_its_member_when_idle(
+    pair: tuple[Loopgate, Loopgate], tg: FakeTelegram
+) -> None:
+    """Its next message comes through the poller, which sends it to the same member anyway:
+    handing the session back would only cost a release and a take per message."""
+    poller, other = await roles(*pair)
+    await chats_answered(tg, 6)
+    await wait_until(
+        lambda: not poller.gateway.busy_sessions() and not other.gateway.busy_sessions()
+    )
+    for user in range(1, 7):
+        holder = other if work_of(poller).members.target(dm_key(user)) else poller
+        assert work_of(holder).leases.holds(dm_key(user))
