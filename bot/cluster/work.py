@@ -34,7 +34,7 @@ from typing import Any
 import structlog
 
 from agent_core import stop_if_cancelled
-from bot.cluster.connection import RedisLink
+from bot.cluster.connection import RedisLink, RedisState
 from bot.cluster.members import Members
 from bot.cluster.session_leases import SessionLeases
 from bot.pipeline.job import Job
@@ -147,6 +147,8 @@ class ClusterWork:
             target = self.members.target(session_key) if self.spreads() else None
             if target not in (None, self.link.process_id):
                 return False  # the poller assigns it once it is stored (dispatch)
+            if self.link.state is not RedisState.OK:
+                return False  # stored unowned: the first sweep after Redis is back claims it
             if await self.leases.take(session_key) is not None:
                 return False  # held elsewhere: stored unowned, and the holder nudged
         # Until it is stored: the session's last run ending meanwhile must not hand the
