@@ -541,8 +541,17 @@ class ClaimRecorder:
     def __init__(self) -> None:
         self.claims: list[str] = []
 
+    async def hold(self, job: Job) -> bool:
+        raise AssertionError("a scheduled occurrence is not kept as a received message")
+
+    def kept(self, job: Job) -> None:
+        raise AssertionError("a scheduled occurrence is not kept as a received message")
+
     def dispatch(self, job: Job) -> None:
         raise AssertionError("a scheduled occurrence is not dispatched as a received message")
+
+    def went_idle(self, session_key: str) -> None:
+        raise AssertionError("nothing runs here: the holder of the session claims it")
 
     def claim_soon(self, session_key: str) -> None:
         self.claims.append(session_key)
