@@ -96,7 +96,7 @@ class ClusterWork:
         self._keeping: dict[Job, float] = {}
         """Jobs whose message is being stored as this process's own, until when at most."""
         self.claimed = 0  # entries claimed since start (health, tests)
-        self.kept_count = 0  # messages received for a session held here: ours, no claim
+        self.kept_count = 0  # messages received for a session held or taken here: no claim
 
     @property
     def sweep_every(self) -> float:
