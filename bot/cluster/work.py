@@ -40,6 +40,7 @@ from bot.cluster.session_leases import SessionLeases
 from bot.pipeline.job import Job
 from bot.pipeline.ports import Pipeline
 from bot.pipeline.replay import requeue
+from bot.pipeline.session_keys import channel_of
 from bot.storage.inbox import InboxEntry, SqlInbox
 from bot.storage.models import utcnow
 
@@ -81,7 +82,6 @@ class ClusterWork:
         """Whether a channel's updates reach the cluster through one elected poller: its
         chats are not handed back when idle (the poller sends their next messages to the same
         process anyway)."""
-        self._channels: dict[str, str] = {}  # session key -> its channel, until it is idle
         self.channel = link.key("work", link.process_id)
         self._pipeline: Pipeline | None = None
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, claims using it
@@ -170,13 +170,9 @@ class ClusterWork:
                 return  # stored in a moment, and run here
         if (
             pipeline is None
-            or session_key in self._locks
-            or session_key in pipeline.busy_sessions()
-        ):
-            return  # not idle after all: it says so again once it is
-        channel = self._channels.pop(session_key, None)
-        if (
-            (channel is not None and self.polled(channel))
+            or session_key in self._locks  # a claim here is about to queue more of it
+            or session_key in pipeline.busy_sessions()  # a debounce window holds some
+            or self.polled(channel_of(session_key))
             or len(self.members.live) < 2
             or not self.leases.holds(session_key)
         ):
@@ -185,7 +181,6 @@ class ClusterWork:
 
     def kept(self, job: Job) -> None:
         self._keeping.pop(job, None)
-        self._channels[job.session_key] = job.message.chat.channel
         self.kept_count += 1
 
     def dispatch(self, job: Job) -> None:
@@ -275,7 +270,6 @@ class ClusterWork:
         self, pipeline: Pipeline, entries: list[InboxEntry], started: int | None = None
     ) -> None:
         for entry in entries:
-            self._channels[entry.session_key] = entry.channel
             job = self._received.pop(entry.id, None)
             fresh = entry.attempts == 0 or entry.id == started
             if job is not None:

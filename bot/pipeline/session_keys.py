@@ -15,3 +15,9 @@ def session_key(agent_id: str, chat: ChatRef) -> str:
     if chat.thread_id:
         key += f":topic:{chat.thread_id}"
     return key
+
+
+def channel_of(key: str) -> str:
+    """The channel ``key`` names ("" for a key of another shape); agent ids hold no ``:``."""
+    parts = key.split(":", 3)
+    return parts[2] if len(parts) == 4 and parts[0] == "agent" else ""

@@ -33,18 +33,22 @@ pytestmark = [needs_redis, needs_postgres]
 SECRET = "cluster-work-secret"
 
 
-async def start_pair(
-    stack: AsyncExitStack, cluster_config: ClusterConfig, tg: FakeTelegram, **cluster: Any
-) -> tuple[Loopgate, Loopgate]:
+def webhook_channels(tg: FakeTelegram) -> dict[str, Any]:
     telegram = telegram_section(
         tg,
         mode="webhook",
         webhook_url="https://bot.example/telegram/webhook",
         webhook_secret=SECRET,
     )
+    return {"telegram": telegram}
+
+
+async def start_pair(
+    stack: AsyncExitStack, cluster_config: ClusterConfig, tg: FakeTelegram, **cluster: Any
+) -> tuple[Loopgate, Loopgate]:
     apps = []
     for _ in range(2):
-        config = cluster_config(channels={"telegram": telegram}, cluster=cluster)
+        config = cluster_config(channels=webhook_channels(tg), cluster=cluster)
         apps.append(await stack.enter_async_context(Loopgate(config)))
     return apps[0], apps[1]
 
@@ -365,13 +369,7 @@ async def test_a_process_alone_keeps_its_idle_sessions(
 ) -> None:
     """With no other member to take it, handing a session back would only cost its next
     message a take."""
-    telegram = telegram_section(
-        tg,
-        mode="webhook",
-        webhook_url="https://bot.example/telegram/webhook",
-        webhook_secret=SECRET,
-    )
-    async with Loopgate(cluster_config(channels={"telegram": telegram})) as app:
+    async with Loopgate(cluster_config(channels=webhook_channels(tg))) as app:
         hook = Webhooks(app)
         for n in range(2):
             await hook.post(update(tg, f"m{n}", user_id=8))
