@@ -24,6 +24,7 @@ import enum
 import hashlib
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,8 +32,9 @@ from pathlib import Path
 
 import structlog
 
+from agent_core.file_stamps import StampedCache, Stamps, stamp
 from agent_core.locks import Lease, SharedLocks, acquire_waiting
-from agent_core.skills import Skill, discover_skills
+from agent_core.skills import Skill, discover_skills, skill_stamp_paths
 from agent_core.workspace import agent_workspace, user_workspace
 
 log = structlog.get_logger(__name__)
@@ -53,6 +55,10 @@ MINIMAL_FILES = (AGENTS_MD, TOOLS_MD)
 AGENT_LEVEL_FILES = (AGENTS_MD, SOUL_MD, TOOLS_MD, IDENTITY_MD)
 SEED_MARKER = ".loopgate-seeded"
 CONTEXT_FILE_MAX_CHARS = 20_000
+PROMPT_INPUTS_KEPT = 1_024
+"""Runs' prompt inputs (per user, mode and workspace) kept in memory, the least recent dropped
+first; also at most ``PROMPT_INPUTS_KEPT_CHARS`` characters of files in all."""
+PROMPT_INPUTS_KEPT_CHARS = 4_000_000
 SEED_LOCK_WAIT = 10.0
 """How long a process waits for another one seeding the same workspace; seeding is safe
 without the lock (see above), so after that it goes ahead."""
@@ -101,6 +107,10 @@ class ContextFile:
     content: str  # possibly truncated for the prompt
     path: Path
     truncated: bool = False
+
+
+PromptInputs = tuple[list[ContextFile], tuple[Skill, ...]]
+PromptInputsKey = tuple[str, PromptMode, Path, tuple[Path, ...]]
 
 
 def create_exclusive(path: Path, content: str) -> bool:
@@ -154,6 +164,9 @@ class Workspaces:
         # grow with the bot's audience.
         self._seeded: dict[Path, None] = {}
         self._lock = threading.Lock()
+        self.kept_inputs: StampedCache[PromptInputsKey, PromptInputs] = StampedCache(
+            PROMPT_INPUTS_KEPT, PROMPT_INPUTS_KEPT_CHARS
+        )
 
     def user_dir(self, user_id: str) -> Path:
         return user_workspace(self.base, user_id)
@@ -219,28 +232,58 @@ class Workspaces:
                 del self._seeded[next(iter(self._seeded))]
         return created
 
+    async def load_prompt_inputs(
+        self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]
+    ) -> PromptInputs:
+        """:meth:`prompt_inputs` for a run: from memory while a stat of each file it read
+        (on the event loop) finds nothing changed, else read again in a worker thread."""
+        key = (user_id, PromptMode(mode), workspace, tuple(skill_paths))
+        kept = self.kept_inputs.get(key)
+        if kept is not None:
+            return list(kept[0]), kept[1]
+        taken_ns, stamps, (files, skills) = await asyncio.to_thread(
+            self._stamped_prompt_inputs, *key
+        )
+        size = sum(len(f.content) for f in files) + sum(len(s.description) for s in skills)
+        self.kept_inputs.put(key, (list(files), skills), stamps, taken_ns=taken_ns, size=size)
+        return files, skills
+
+    def _stamped_prompt_inputs(
+        self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]
+    ) -> tuple[int, Stamps, PromptInputs]:
+        taken_ns = time.time_ns()
+        paths = [path for _, path in self.context_paths(user_id, mode)]
+        stamps = stamp(paths + skill_stamp_paths(workspace, skill_paths))
+        return taken_ns, stamps, self.prompt_inputs(user_id, mode, workspace, skill_paths)
+
     def prompt_inputs(
         self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]
-    ) -> tuple[list[ContextFile], tuple[Skill, ...]]:
+    ) -> PromptInputs:
         """The context files and the skills of a run: file reads, for one thread hop."""
         return self.context_files(user_id, mode), discover_skills(workspace, skill_paths)
 
-    def context_files(
+    def context_paths(
         self, user_id: str, mode: PromptMode | str = PromptMode.FULL
-    ) -> list[ContextFile]:
-        """The files for the prompt, in a stable order; empty or missing files are skipped."""
+    ) -> list[tuple[str, Path]]:
+        """Where each file the prompt may show is, by name, in the prompt's order."""
         wanted = (
             MINIMAL_FILES
             if PromptMode(mode) is PromptMode.MINIMAL
             else STANDARD_FILES + EXTRA_FILES
         )
         user = self.user_dir(user_id)
+        agent = self.agent_dir() if self.agent_type is AgentType.PREDEFINED else None
+        return [
+            (name, (agent if agent is not None and name in AGENT_LEVEL_FILES else user) / name)
+            for name in wanted
+        ]
+
+    def context_files(
+        self, user_id: str, mode: PromptMode | str = PromptMode.FULL
+    ) -> list[ContextFile]:
+        """The files for the prompt, in a stable order; empty or missing files are skipped."""
         files: list[ContextFile] = []
-        for name in wanted:
-            where = user
-            if self.agent_type is AgentType.PREDEFINED and name in AGENT_LEVEL_FILES:
-                where = self.agent_dir()
-            path = where / name
+        for name, path in self.context_paths(user_id, mode):
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

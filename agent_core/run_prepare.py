@@ -1,13 +1,11 @@
 """A run's start: its workspace, its prompt and the messages of its first model call.
 
 Step 1 and 2 of ``Loop.run`` (``agent_core/loop.py``): the workspace the run works in, the
-context files and skills read from it (one thread hop), the stored history, and from them the
-system prompt and the message list.
+context files and skills read from it (kept in memory while their files' stats hold), the
+stored history, and from them the system prompt and the message list.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from agent_core.bootstrap import PromptMode, Workspaces
 from agent_core.compaction import summary_messages
@@ -38,12 +36,8 @@ async def prepare_run(
     place = resolve_run_workspace(settings, request)
     mode = PromptMode.MINIMAL if request.minimal_prompt else PromptMode.FULL
     await workspaces.prepare_user_files(request.user_id)
-    files, skills = await asyncio.to_thread(
-        workspaces.prompt_inputs,
-        request.user_id,
-        mode,
-        place.default,
-        settings.skill_paths,
+    files, skills = await workspaces.load_prompt_inputs(
+        request.user_id, mode, place.default, settings.skill_paths
     )
     history = await store.load_history(request.session_key)
     system = build_system_prompt(

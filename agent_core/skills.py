@@ -65,6 +65,28 @@ def discover_skills(workspace: Path, shared_paths: Sequence[Path] = ()) -> tuple
     return tuple(sorted(found.values(), key=lambda s: (s.name.lower(), s.name)))
 
 
+def skill_stamp_paths(workspace: Path, shared_paths: Sequence[Path] = ()) -> list[Path]:
+    """The paths whose stats change whenever :func:`discover_skills`' answer may: each skill
+    root (an entry added or removed), each folder's ``SKILL.md`` (present or not) and every
+    other entry. Stats follow links, as discovery does."""
+    paths: list[Path] = []
+    for root in (workspace / SKILLS_DIR, *shared_paths):
+        paths.append(root)
+        try:
+            with os.scandir(root) as it:
+                entries = [e for e in it if not e.name.startswith(".")]
+        except (OSError, ValueError):
+            continue
+        for entry in entries:
+            path = root / entry.name
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            paths.append(path / SKILL_FILE if is_dir else path)
+    return paths
+
+
 def skill_location(skill: Skill, workspace: Path) -> str:
     """The path the model passes to read_file: relative for a workspace skill (relative paths
     mean the workspace), absolute for a shared one."""

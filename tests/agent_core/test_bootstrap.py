@@ -6,6 +6,7 @@ Seeding across processes and hostile user ids are tested in tests/agent_core/tes
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from agent_core.bootstrap import (
     create_exclusive,
     truncate_for_prompt,
 )
+from agent_core.file_stamps import StampedCache
 
 
 class RecordingLocks:
@@ -200,3 +202,84 @@ class TestContextFiles:
         files, skills = spaces.prompt_inputs("u", PromptMode.MINIMAL, workspace, ())
         assert [f.name for f in files] == ["AGENTS.md", "TOOLS.md"]
         assert [s.name for s in skills] == ["greet"]
+
+
+class TestKeptPromptInputs:
+    """``load_prompt_inputs``: a run's files from memory while their stats hold."""
+
+    @pytest.fixture
+    def spaces(self, tmp_path: Path) -> Workspaces:
+        spaces = Workspaces(tmp_path / "ws", "main")
+        spaces.ensure_user_files("u")
+        spaces.kept_inputs = StampedCache(100, 100_000, settle_ns=0)  # trust every stamp
+        return spaces
+
+    @pytest.fixture
+    def reads(self, spaces: Workspaces, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        """The users whose files were read from disk."""
+        reads: list[str] = []
+        read = spaces.prompt_inputs
+
+        def counted(*args: Any) -> Any:
+            reads.append(args[0])
+            return read(*args)
+
+        monkeypatch.setattr(spaces, "prompt_inputs", counted)
+        return reads
+
+    async def load(self, spaces: Workspaces, shared: tuple[Path, ...] = ()) -> tuple[Any, Any]:
+        files, skills = await spaces.load_prompt_inputs(
+            "u", PromptMode.FULL, spaces.user_dir("u"), shared
+        )
+        return {f.name: f.content for f in files}, [s.name for s in skills]
+
+    async def test_an_unchanged_workspace_is_read_once(
+        self, spaces: Workspaces, reads: list[str]
+    ) -> None:
+        first = await self.load(spaces)
+        assert await self.load(spaces) == first
+        assert "USER.md" in first[0]
+        assert reads == ["u"]
+
+    async def test_edited_created_and_deleted_files_are_read_again(
+        self, spaces: Workspaces
+    ) -> None:
+        await self.load(spaces)
+        user = spaces.user_dir("u")
+        (user / USER_MD).write_text("# USER.md\n\n- Name: Ann, who likes long answers\n")
+        (user / "MEMORY.md").write_text("Ann's birthday: 4 May\n")
+        (user / "BOOTSTRAP.md").unlink()
+        files, _ = await self.load(spaces)
+        assert "Ann, who likes" in files[USER_MD]
+        assert files["MEMORY.md"] == "Ann's birthday: 4 May\n"
+        assert "BOOTSTRAP.md" not in files
+
+    async def test_skills_added_in_the_workspace_or_a_shared_folder_are_seen(
+        self, spaces: Workspaces, tmp_path: Path
+    ) -> None:
+        folder = spaces.user_dir("u") / "skills" / "greet"
+        folder.mkdir(parents=True)  # no SKILL.md yet: not a skill
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        assert (await self.load(spaces, (shared,)))[1] == []
+        (folder / "SKILL.md").write_text("---\nname: greet\ndescription: say hello\n---\n")
+        assert (await self.load(spaces, (shared,)))[1] == ["greet"]
+        (shared / "wave.md").write_text("---\nname: wave\ndescription: wave back\n---\n")
+        assert (await self.load(spaces, (shared,)))[1] == ["greet", "wave"]
+
+    async def test_files_changed_just_before_are_read_every_time(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main")  # trusts a stamp one second after a change
+        spaces.ensure_user_files("u")
+        for _ in range(2):
+            await spaces.load_prompt_inputs("u", PromptMode.FULL, spaces.user_dir("u"), ())
+        assert len(spaces.kept_inputs) == 0
+
+    async def test_a_caller_cannot_change_what_is_kept(self, spaces: Workspaces) -> None:
+        files, _ = await spaces.load_prompt_inputs(
+            "u", PromptMode.MINIMAL, spaces.user_dir("u"), ()
+        )
+        files.clear()
+        again, _ = await spaces.load_prompt_inputs(
+            "u", PromptMode.MINIMAL, spaces.user_dir("u"), ()
+        )
+        assert [f.name for f in again] == ["AGENTS.md", "TOOLS.md"]
