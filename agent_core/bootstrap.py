@@ -23,16 +23,16 @@ import asyncio
 import enum
 import hashlib
 import os
+import sys
 import threading
-import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
-from agent_core.file_stamps import StampedCache, Stamps, stamp
+from agent_core.file_stamps import Stamp, StampedCache, stamp
 from agent_core.locks import Lease, SharedLocks, acquire_waiting
 from agent_core.skills import Skill, discover_skills, skill_stamp_paths
 from agent_core.workspace import agent_workspace, user_workspace
@@ -110,7 +110,17 @@ class ContextFile:
 
 
 PromptInputs = tuple[list[ContextFile], tuple[Skill, ...]]
-PromptInputsKey = tuple[str, PromptMode, Path, tuple[Path, ...]]
+PromptInputsKey = tuple[str, PromptMode, str, tuple[Path, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _KeptInputs:
+    """A run's prompt inputs as kept between runs: no paths (rebuilt when used), so that a
+    user costs little more than their files' text."""
+
+    texts: tuple[tuple[str, str, bool], ...]  # each file's name, content, truncated
+    skills: tuple[Skill, ...]
+    skill_stamps: tuple[str, ...]  # skill_stamp_paths, as stamped
 
 
 def create_exclusive(path: Path, content: str) -> bool:
@@ -164,7 +174,7 @@ class Workspaces:
         # grow with the bot's audience.
         self._seeded: dict[Path, None] = {}
         self._lock = threading.Lock()
-        self.kept_inputs: StampedCache[PromptInputsKey, PromptInputs] = StampedCache(
+        self.kept_inputs: StampedCache[PromptInputsKey, _KeptInputs] = StampedCache(
             PROMPT_INPUTS_KEPT, PROMPT_INPUTS_KEPT_CHARS
         )
 
@@ -237,24 +247,37 @@ class Workspaces:
     ) -> PromptInputs:
         """:meth:`prompt_inputs` for a run: from memory while a stat of each file it read
         (on the event loop) finds nothing changed, else read again in a worker thread."""
-        key = (user_id, PromptMode(mode), workspace, tuple(skill_paths))
-        kept = self.kept_inputs.get(key)
-        if kept is not None:
-            return list(kept[0]), kept[1]
-        taken_ns, stamps, (files, skills) = await asyncio.to_thread(
-            self._stamped_prompt_inputs, *key
-        )
-        size = sum(len(f.content) for f in files) + sum(len(s.description) for s in skills)
-        self.kept_inputs.put(key, (list(files), skills), stamps, taken_ns=taken_ns, size=size)
-        return files, skills
+        mode = PromptMode(mode)
+        key = (user_id, mode, str(workspace), tuple(skill_paths))
+        where = self.context_paths(user_id, mode)
 
-    def _stamped_prompt_inputs(
+        def stamped(kept: _KeptInputs) -> Iterator[str]:
+            yield from (str(path) for _, path in where)
+            yield from kept.skill_stamps
+
+        kept = self.kept_inputs.get(key, stamped)
+        if kept is not None:
+            paths = dict(where)
+            files = [ContextFile(name, text, paths[name], cut) for name, text, cut in kept.texts]
+            return files, kept.skills
+        taken, read, inputs = await asyncio.to_thread(
+            self._read_prompt_inputs, user_id, mode, workspace, key[3]
+        )
+        size = sum(len(text) for _, text, _ in read.texts) + 100 * len(read.skill_stamps)
+        self.kept_inputs.put(key, read, taken, size=size)
+        return inputs
+
+    def _read_prompt_inputs(
         self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]
-    ) -> tuple[int, Stamps, PromptInputs]:
-        taken_ns = time.time_ns()
-        paths = [path for _, path in self.context_paths(user_id, mode)]
-        stamps = stamp(paths + skill_stamp_paths(workspace, skill_paths))
-        return taken_ns, stamps, self.prompt_inputs(user_id, mode, workspace, skill_paths)
+    ) -> tuple[Stamp, _KeptInputs, PromptInputs]:
+        skill_stamps = tuple(map(str, skill_stamp_paths(workspace, skill_paths)))
+        taken = stamp(
+            [*(str(path) for _, path in self.context_paths(user_id, mode)), *skill_stamps]
+        )
+        files, skills = self.prompt_inputs(user_id, mode, workspace, skill_paths)
+        # Interned: the files seeded from the same templates are one string for all users.
+        texts = tuple((f.name, sys.intern(f.content), f.truncated) for f in files)
+        return taken, _KeptInputs(texts, skills, skill_stamps), (files, skills)
 
     def prompt_inputs(
         self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]

@@ -14,14 +14,12 @@ before is returned but not kept, so such a change is always read again.
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Iterable
+import time
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Generic, TypeVar
 
 FileKey = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
-Stamp = tuple[str, FileKey | None]  # a path and its key, None when it is missing
-Stamps = tuple[Stamp, ...]
 
 SETTLE_NS = 1_000_000_000
 """How long after its last change a file's stamp is trusted (coarse clocks tick in ms)."""
@@ -39,28 +37,40 @@ def file_key(path: str) -> FileKey | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def stamp(paths: Iterable[str | Path]) -> Stamps:
+def digest(paths: Iterable[str]) -> int:
+    """One number for the keys of all ``paths`` (a missing file's too): a digest rather than
+    the keys, so that a kept value costs a few bytes more, not a tuple per file."""
+    return hash(tuple(map(file_key, paths)))
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What files looked like at ``taken_ns`` (``time.time_ns()``): their :func:`digest`,
+    and the newest change time among them."""
+
+    digest: int
+    changed_ns: int
+    taken_ns: int
+
+    def settled(self, settle_ns: int = SETTLE_NS) -> bool:
+        """Whether every file last changed ``settle_ns`` or more before the stamp. The change
+        time, not the modification time: nothing but the kernel sets it."""
+        return self.changed_ns <= self.taken_ns - settle_ns
+
+
+def stamp(paths: Iterable[str]) -> Stamp:
     """Take before reading: a change made after the stamp but before the read is then seen
     as a change next time, never missed."""
-    return tuple((path, file_key(path)) for path in map(str, paths))
-
-
-def unchanged(stamps: Stamps) -> bool:
-    return all(file_key(path) == key for path, key in stamps)
-
-
-def settled(stamps: Stamps, taken_ns: int, settle_ns: int = SETTLE_NS) -> bool:
-    """Whether every stamped file last changed ``settle_ns`` or more before ``taken_ns``
-    (``time.time_ns()`` when the stamps were taken). The change time, not the modification
-    time: nothing but the kernel sets it."""
-    limit = taken_ns - settle_ns
-    return all(key is None or key[3] <= limit for _, key in stamps)
+    taken_ns = time.time_ns()
+    keys = tuple(map(file_key, paths))
+    changed_ns = max((key[3] for key in keys if key is not None), default=0)
+    return Stamp(hash(keys), changed_ns, taken_ns)
 
 
 @dataclass(slots=True)
 class _Entry(Generic[V]):
     value: V
-    stamps: Stamps
+    digest: int
     size: int
 
 
@@ -79,26 +89,27 @@ class StampedCache(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: K) -> V | None:
-        """The value kept for ``key`` if none of its files changed (a stat each), else ``None``."""
+    def get(self, key: K, paths: Callable[[V], Iterable[str]]) -> V | None:
+        """The value kept for ``key`` if none of its files (``paths(value)``, the paths it was
+        stamped with, in the same order) changed: a stat each. Else ``None``."""
         entry = self._entries.pop(key, None)
         if entry is None:
             return None
-        if not unchanged(entry.stamps):
+        if digest(paths(entry.value)) != entry.digest:
             self._size -= entry.size
             return None
         self._entries[key] = entry  # the most recently used last
         return entry.value
 
-    def put(self, key: K, value: V, stamps: Stamps, *, taken_ns: int, size: int) -> None:
-        """Keep ``value``, read after ``stamps`` were taken at ``taken_ns``, unless one of its
-        files changed too recently to trust its stamp."""
+    def put(self, key: K, value: V, stamp: Stamp, *, size: int) -> None:
+        """Keep ``value``, read after ``stamp`` was taken, unless one of its files changed too
+        recently to trust the stamp."""
         old = self._entries.pop(key, None)
         if old is not None:
             self._size -= old.size
-        if size > self.max_size or not settled(stamps, taken_ns, self.settle_ns):
+        if size > self.max_size or not stamp.settled(self.settle_ns):
             return
-        self._entries[key] = _Entry(value, stamps, size)
+        self._entries[key] = _Entry(value, stamp.digest, size)
         self._size += size
         while len(self._entries) > self.max_entries or self._size > self.max_size:
             self._size -= self._entries.pop(next(iter(self._entries))).size

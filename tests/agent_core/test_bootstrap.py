@@ -283,3 +283,13 @@ class TestKeptPromptInputs:
             "u", PromptMode.MINIMAL, spaces.user_dir("u"), ()
         )
         assert [f.name for f in again] == ["AGENTS.md", "TOOLS.md"]
+
+    async def test_kept_files_are_those_a_read_gives(self, tmp_path: Path) -> None:
+        spaces = Workspaces(tmp_path, "main", AgentType.PREDEFINED)  # files in two folders
+        spaces.ensure_user_files("u")
+        spaces.kept_inputs = StampedCache(100, 100_000, settle_ns=0)
+        read = (spaces.context_files("u", PromptMode.FULL), ())
+        for _ in range(2):
+            got = await spaces.load_prompt_inputs("u", PromptMode.FULL, spaces.user_dir("u"), ())
+            assert got == read
+        assert len(spaces.kept_inputs) == 1

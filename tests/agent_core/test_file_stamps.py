@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
-from agent_core.file_stamps import StampedCache, settled, stamp, unchanged
+from agent_core.file_stamps import Stamp, StampedCache, digest, stamp
 
 
 def age(path: Path, seconds: float = 10.0) -> None:
@@ -16,37 +15,41 @@ def age(path: Path, seconds: float = 10.0) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
 
 
+def unchanged(paths: list[str], taken: Stamp) -> bool:
+    return digest(paths) == taken.digest
+
+
 class TestStamps:
-    def test_a_missing_file_is_stamped_as_missing(self, tmp_path: Path) -> None:
-        missing = tmp_path / "MEMORY.md"
-        stamps = stamp([missing])
-        assert stamps == ((str(missing), None),)
-        assert unchanged(stamps)
-        missing.write_text("now here")
-        assert not unchanged(stamps)
+    def test_a_missing_file_that_appears_is_a_change(self, tmp_path: Path) -> None:
+        missing = str(tmp_path / "MEMORY.md")
+        taken = stamp([missing])
+        assert unchanged([missing], taken) and taken.changed_ns == 0
+        Path(missing).write_text("now here")
+        assert not unchanged([missing], taken)
 
     def test_a_rewrite_or_a_removal_is_a_change(self, tmp_path: Path) -> None:
         notes = tmp_path / "USER.md"
         notes.write_text("Name: Ann")
-        stamps = stamp([notes])
-        assert unchanged(stamps)
+        paths = [str(notes), str(tmp_path / "missing.md")]
+        taken = stamp(paths)
+        assert unchanged(paths, taken)
         age(notes)  # same size, same inode: only the time differs
-        assert not unchanged(stamps)
-        stamps = stamp([notes])
+        assert not unchanged(paths, taken)
+        taken = stamp(paths)
         notes.unlink()
-        assert not unchanged(stamps)
+        assert not unchanged(paths, taken)
 
     def test_a_name_with_a_nul_byte_counts_as_missing(self) -> None:
-        assert stamp(["bad\0name"]) == (("bad\0name", None),)
+        assert stamp(["bad\0name"]).digest == stamp(["other\0name"]).digest
 
     def test_only_files_unchanged_for_a_while_are_settled(self, tmp_path: Path) -> None:
         notes = tmp_path / "USER.md"
         notes.write_text("x")
-        stamps = stamp([notes, tmp_path / "missing.md"])
-        now = time.time_ns()
-        assert not settled(stamps, now)  # changed just now
-        assert settled(stamps, now + 2_000_000_000)
-        assert settled(stamps, now, settle_ns=-1_000_000_000)
+        taken = stamp([str(notes), str(tmp_path / "missing.md")])
+        assert taken.changed_ns == notes.stat().st_ctime_ns
+        assert not taken.settled()  # changed just now
+        assert taken.settled(settle_ns=0)
+        assert stamp([str(tmp_path / "missing.md")]).settled()
 
 
 class TestStampedCache:
@@ -54,34 +57,32 @@ class TestStampedCache:
         notes = tmp_path / "USER.md"
         notes.write_text("Name: Ann")
         cache: StampedCache[str, str] = StampedCache(10, 1_000, settle_ns=0)
-        cache.put("u", "Name: Ann", stamp([notes]), taken_ns=time.time_ns(), size=9)
-        assert cache.get("u") == "Name: Ann"
+        cache.put("u", "Name: Ann", stamp([str(notes)]), size=9)
+        assert cache.get("u", lambda _: [str(notes)]) == "Name: Ann"
         age(notes)
-        assert cache.get("u") is None
+        assert cache.get("u", lambda _: [str(notes)]) is None
         assert len(cache) == 0  # dropped, not checked again
 
     def test_a_value_read_right_after_a_change_is_not_kept(self, tmp_path: Path) -> None:
         notes = tmp_path / "USER.md"
         notes.write_text("Name: Ann")
         cache: StampedCache[str, str] = StampedCache(10, 1_000)  # trusts stamps after 1 s
-        cache.put("u", "Name: Ann", stamp([notes]), taken_ns=time.time_ns(), size=9)
-        assert cache.get("u") is None
+        cache.put("u", "Name: Ann", stamp([str(notes)]), size=9)
+        assert len(cache) == 0
 
-    def test_the_least_recently_used_go_first(self, tmp_path: Path) -> None:
+    def test_the_least_recently_used_go_first(self) -> None:
         cache: StampedCache[str, int] = StampedCache(2, 1_000, settle_ns=0)
-        now = time.time_ns()
-        cache.put("a", 1, (), taken_ns=now, size=1)
-        cache.put("b", 2, (), taken_ns=now, size=1)
-        assert cache.get("a") == 1  # "b" is now the least recent
-        cache.put("c", 3, (), taken_ns=now, size=1)
-        assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
+        cache.put("a", 1, stamp([]), size=1)
+        cache.put("b", 2, stamp([]), size=1)
+        assert cache.get("a", lambda _: []) == 1  # "b" is now the least recent
+        cache.put("c", 3, stamp([]), size=1)
+        assert [cache.get(key, lambda _: []) for key in "abc"] == [1, None, 3]
 
     def test_the_sizes_are_bounded(self) -> None:
         cache: StampedCache[str, str] = StampedCache(10, 100, settle_ns=0)
-        now = time.time_ns()
-        cache.put("a", "a", (), taken_ns=now, size=60)
-        cache.put("b", "b", (), taken_ns=now, size=60)  # over 100 together: "a" goes
-        cache.put("huge", "h", (), taken_ns=now, size=101)  # never kept, and drops nothing
-        assert (cache.get("a"), cache.get("b"), cache.get("huge")) == (None, "b", None)
-        cache.put("b", "b2", (), taken_ns=now, size=100)  # a replaced value's size is freed
-        assert cache.get("b") == "b2"
+        cache.put("a", "a", stamp([]), size=60)
+        cache.put("b", "b", stamp([]), size=60)  # over 100 together: "a" goes
+        cache.put("huge", "h", stamp([]), size=101)  # never kept, and drops nothing
+        assert [cache.get(key, lambda _: []) for key in ("a", "b", "huge")] == [None, "b", None]
+        cache.put("b", "b2", stamp([]), size=100)  # a replaced value's size is freed
+        assert cache.get("b", lambda _: []) == "b2"
