@@ -7,8 +7,10 @@ forth at each read) where checking that nothing changed costs a stat per file on
 loop.
 
 A file rewritten within one tick of the filesystem's clock can keep its stamp (git's "racily
-clean" files): what was read while one of its files had changed less than ``settle_ns``
-before is returned but not kept, so such a change is always read again.
+clean" files): what was read while one of its files had changed less than a tick or two
+before is returned but not kept, so such a change is always read again. Linux stamps files
+from a clock that ticks every 1 to 10 ms; filesystems that keep whole milliseconds, seconds
+or two seconds (network shares, FAT) are recognised by their round change times.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from typing import Generic, TypeVar
 
 FileKey = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
 
-SETTLE_NS = 1_000_000_000
-"""How long after its last change a file's stamp is trusted (coarse clocks tick in ms)."""
+SETTLE_NS = 20_000_000
+"""How long after its last change a file's stamp is trusted: two ticks of a 100 Hz clock."""
+COARSE_SETTLE_NS = 2_000_000_000
+"""The same where a change time is a whole number of milliseconds: a coarser filesystem."""
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -51,10 +55,14 @@ class Stamp:
     digest: int
     changed_ns: int
     taken_ns: int
+    coarse: bool = False  # a change time was a whole number of milliseconds
 
-    def settled(self, settle_ns: int = SETTLE_NS) -> bool:
-        """Whether every file last changed ``settle_ns`` or more before the stamp. The change
-        time, not the modification time: nothing but the kernel sets it."""
+    def settled(self, settle_ns: int | None = None) -> bool:
+        """Whether every file last changed ``settle_ns`` (by default the filesystem's) or more
+        before the stamp. The change time, not the modification time: nothing but the kernel
+        sets it."""
+        if settle_ns is None:
+            settle_ns = COARSE_SETTLE_NS if self.coarse else SETTLE_NS
         return self.changed_ns <= self.taken_ns - settle_ns
 
 
@@ -63,8 +71,9 @@ def stamp(paths: Iterable[str]) -> Stamp:
     as a change next time, never missed."""
     taken_ns = time.time_ns()
     keys = tuple(map(file_key, paths))
-    changed_ns = max((key[3] for key in keys if key is not None), default=0)
-    return Stamp(hash(keys), changed_ns, taken_ns)
+    changes = [key[3] for key in keys if key is not None]
+    coarse = any(change % 1_000_000 == 0 for change in changes)
+    return Stamp(hash(keys), max(changes, default=0), taken_ns, coarse)
 
 
 @dataclass(slots=True)
@@ -79,7 +88,7 @@ class StampedCache(Generic[K, V]):
     ``max_entries`` entries or ``max_size`` (the sum of the sizes given to :meth:`put`) the
     least recently used go first. One event loop's: not thread-safe."""
 
-    def __init__(self, max_entries: int, max_size: int, *, settle_ns: int = SETTLE_NS) -> None:
+    def __init__(self, max_entries: int, max_size: int, *, settle_ns: int | None = None) -> None:
         self.max_entries = max_entries
         self.max_size = max_size
         self.settle_ns = settle_ns

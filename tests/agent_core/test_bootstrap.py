@@ -268,7 +268,8 @@ class TestKeptPromptInputs:
         assert (await self.load(spaces, (shared,)))[1] == ["greet", "wave"]
 
     async def test_files_changed_just_before_are_read_every_time(self, tmp_path: Path) -> None:
-        spaces = Workspaces(tmp_path, "main")  # trusts a stamp one second after a change
+        spaces = Workspaces(tmp_path, "main")
+        spaces.kept_inputs = StampedCache(100, 100_000, settle_ns=60_000_000_000)
         spaces.ensure_user_files("u")
         for _ in range(2):
             await spaces.load_prompt_inputs("u", PromptMode.FULL, spaces.user_dir("u"), ())

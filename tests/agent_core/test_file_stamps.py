@@ -47,9 +47,17 @@ class TestStamps:
         notes.write_text("x")
         taken = stamp([str(notes), str(tmp_path / "missing.md")])
         assert taken.changed_ns == notes.stat().st_ctime_ns
-        assert not taken.settled()  # changed just now
+        assert not taken.settled(settle_ns=60_000_000_000)
         assert taken.settled(settle_ns=0)
         assert stamp([str(tmp_path / "missing.md")]).settled()
+
+    def test_a_coarse_filesystem_is_trusted_later(self) -> None:
+        now = 1_796_000_000_123_456_789
+        fine = Stamp(1, now - 30_000_000 - 123, now)  # 30 ms before: past two 100 Hz ticks
+        coarse = Stamp(1, now - 1_000_000_000, now, coarse=True)  # whole seconds
+        assert fine.settled() and not Stamp(1, now - 5_000_000, now).settled()
+        assert not coarse.settled() and Stamp(1, now - 3_000_000_000, now, coarse=True).settled()
+        assert stamp(["/"]).coarse == (os.stat("/").st_ctime_ns % 1_000_000 == 0)
 
 
 class TestStampedCache:
@@ -66,7 +74,7 @@ class TestStampedCache:
     def test_a_value_read_right_after_a_change_is_not_kept(self, tmp_path: Path) -> None:
         notes = tmp_path / "USER.md"
         notes.write_text("Name: Ann")
-        cache: StampedCache[str, str] = StampedCache(10, 1_000)  # trusts stamps after 1 s
+        cache: StampedCache[str, str] = StampedCache(10, 1_000, settle_ns=60_000_000_000)
         cache.put("u", "Name: Ann", stamp([str(notes)]), size=9)
         assert len(cache) == 0
 
