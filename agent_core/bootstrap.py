@@ -209,6 +209,8 @@ class Workspaces:
             done = user_dir in self._seeded  # seeded last, so the agent's files are done too
         if done:
             return []  # as ensure_user_files would say, without a thread hop on every run
+        if self._marked(user_dir):
+            return []  # seeded before, here or by another process: no lock, no thread hop
         if self.locks is None:
             return await asyncio.to_thread(self.ensure_user_files, user_id)
         name = "seed:" + hashlib.sha256(str(user_dir).encode()).hexdigest()[:24]
@@ -225,6 +227,24 @@ class Workspaces:
             if lease is not None:
                 await lease.release()
 
+    def _marked(self, user_dir: Path) -> bool:
+        """Whether seeding finished for the user (and the agent's folder): a stat each, on
+        the event loop. The marker is written last, so nothing would be created."""
+        folders = [user_dir]
+        if self.agent_type is AgentType.PREDEFINED:
+            folders.append(self.agent_dir())
+        if not all(os.path.exists(folder / SEED_MARKER) for folder in folders):
+            return False
+        for folder in folders:
+            self._remember(folder)
+        return True
+
+    def _remember(self, directory: Path) -> None:
+        with self._lock:
+            self._seeded[directory] = None
+            if len(self._seeded) > SEEDED_REMEMBERED:
+                del self._seeded[next(iter(self._seeded))]
+
     def _seed(self, directory: Path, names: Iterable[str]) -> list[str]:
         with self._lock:
             if directory in self._seeded:
@@ -236,10 +256,7 @@ class Workspaces:
             create_exclusive(directory / SEED_MARKER, "")
             if created:
                 log.info("workspace.seeded", directory=str(directory), files=created)
-        with self._lock:
-            self._seeded[directory] = None
-            if len(self._seeded) > SEEDED_REMEMBERED:
-                del self._seeded[next(iter(self._seeded))]
+        self._remember(directory)
         return created
 
     async def load_prompt_inputs(

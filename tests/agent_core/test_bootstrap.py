@@ -163,6 +163,28 @@ class TestSeeding:
         await spaces.prepare_user_files("bob")
         assert len(set(locks.acquired)) == 2  # one lock per workspace
 
+    @pytest.mark.parametrize("kind", [AgentType.OPEN, AgentType.PREDEFINED])
+    async def test_a_workspace_another_process_seeded_takes_no_lock(
+        self, tmp_path: Path, kind: AgentType
+    ) -> None:
+        await Workspaces(tmp_path, "main", kind).prepare_user_files("alice")  # the other one
+        locks = RecordingLocks()
+        spaces = Workspaces(tmp_path, "main", kind, locks=locks)
+        assert await spaces.prepare_user_files("alice") == []
+        assert locks.acquired == []
+        assert spaces.user_dir("alice") in spaces._seeded  # not even a stat next time
+
+    async def test_a_half_seeded_predefined_agent_is_seeded_under_the_lock(
+        self, tmp_path: Path
+    ) -> None:
+        Workspaces(tmp_path, "main", AgentType.PREDEFINED).ensure_user_files("alice")
+        (Workspaces(tmp_path, "main").agent_dir() / SEED_MARKER).unlink()  # agent folder undone
+        locks = RecordingLocks()
+        spaces = Workspaces(tmp_path, "main", AgentType.PREDEFINED, locks=locks)
+        await spaces.prepare_user_files("alice")
+        assert len(locks.acquired) == 1
+        assert (spaces.agent_dir() / SEED_MARKER).exists()
+
     async def test_prepare_goes_ahead_when_the_lock_service_is_down(self, tmp_path: Path) -> None:
         spaces = Workspaces(tmp_path, "main", locks=RecordingLocks(broken=True))
         assert await spaces.prepare_user_files("alice") == list(STANDARD_FILES)
