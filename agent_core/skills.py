@@ -7,8 +7,9 @@ their names and descriptions (or ``skill_search`` finds them); the model reads a
 with ``read_file`` when it needs it. A shared skill's folder is readable by absolute path but
 never writable (``tools/files.py``).
 
-Discovery runs once per run, so parsed files are cached by their stat: a run only lists the
-skill roots and stats each skill file.
+A run's skills are kept with its context files while the stats of :func:`skill_stamp_paths`
+hold (``Workspaces.load_prompt_inputs``); when discovery runs again, parsed files are cached
+by their stat too, so it only lists the skill roots and stats each skill file.
 """
 
 from __future__ import annotations
