@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from agent_core import Span, Trace
-from bot.admin.runs import chat_of
 from bot.app import Loopgate
 from bot.http.health import health_report
+from bot.pipeline.session_keys import chat_of
 from bot.redaction import redact, redact_tree
 from bot.storage import SqlTraceStore
 from bot.storage.inbox import InboxEntry

@@ -19,7 +19,7 @@ from agent_core import Event, EventType
 from bot.app import Loopgate
 from bot.pipeline.delivery import send_with_retry
 from bot.pipeline.run_registry import ActiveRun
-from channels import ChatRef, ChatType
+from bot.pipeline.session_keys import chat_of
 
 log = structlog.get_logger(__name__)
 
@@ -32,20 +32,6 @@ class _Seen:
     phase: str = ""
     tools: dict[str, str] = field(default_factory=dict)  # call id -> tool name, running
     last_event: float = field(default_factory=time.monotonic)
-
-
-def chat_of(session_key: str) -> ChatRef | None:
-    """The chat a session key names (``agent:{a}:{channel}:{type}:{chat}[:topic:{t}]``)."""
-    parts = session_key.split(":", 4)
-    if len(parts) != 5 or parts[0] != "agent":
-        return None
-    _, _, channel, kind, rest = parts
-    try:
-        chat_type = ChatType(kind)
-    except ValueError:
-        return None
-    chat_id, marker, thread = rest.partition(":topic:")
-    return ChatRef(channel, chat_id, chat_type, thread if marker else None)
 
 
 class RunTracker:

@@ -40,7 +40,7 @@ from bot.cluster.session_leases import SessionLeases
 from bot.pipeline.job import Job
 from bot.pipeline.ports import Pipeline
 from bot.pipeline.replay import requeue
-from bot.pipeline.session_keys import channel_of
+from bot.pipeline.session_keys import chat_of
 from bot.storage.inbox import InboxEntry, SqlInbox
 from bot.storage.models import utcnow
 
@@ -172,12 +172,16 @@ class ClusterWork:
             pipeline is None
             or session_key in self._locks  # a claim here is about to queue more of it
             or session_key in pipeline.busy_sessions()  # a debounce window holds some
-            or self.polled(channel_of(session_key))
+            or self._polled(session_key)
             or len(self.members.live) < 2
             or not self.leases.holds(session_key)
         ):
             return
         self.leases.release_soon(session_key)
+
+    def _polled(self, session_key: str) -> bool:
+        chat = chat_of(session_key)
+        return chat is not None and self.polled(chat.channel)
 
     def kept(self, job: Job) -> None:
         self._keeping.pop(job, None)

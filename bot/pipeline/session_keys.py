@@ -7,7 +7,7 @@ forum topic or thread is its own session.
 
 from __future__ import annotations
 
-from channels import ChatRef
+from channels import ChatRef, ChatType
 
 
 def session_key(agent_id: str, chat: ChatRef) -> str:
@@ -17,7 +17,16 @@ def session_key(agent_id: str, chat: ChatRef) -> str:
     return key
 
 
-def channel_of(key: str) -> str:
-    """The channel ``key`` names ("" for a key of another shape); agent ids hold no ``:``."""
-    parts = key.split(":", 3)
-    return parts[2] if len(parts) == 4 and parts[0] == "agent" else ""
+def chat_of(key: str) -> ChatRef | None:
+    """The chat ``key`` names: :func:`session_key` read back (``None`` for a key of another
+    shape, a sub-agent's or a scheduled job's)."""
+    parts = key.split(":", 4)
+    if len(parts) != 5 or parts[0] != "agent":
+        return None
+    _, _, channel, kind, rest = parts
+    try:
+        chat_type = ChatType(kind)
+    except ValueError:
+        return None
+    chat_id, marker, thread = rest.partition(":topic:")
+    return ChatRef(channel, chat_id, chat_type, thread if marker else None)

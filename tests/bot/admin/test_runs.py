@@ -10,9 +10,10 @@ import pytest
 
 from agent_core import Event, EventType
 from bot.admin import runs as runs_module
-from bot.admin.runs import RunTracker, chat_of
+from bot.admin.runs import RunTracker
 from bot.app import Loopgate
 from bot.pipeline.run_registry import ActiveRun
+from bot.pipeline.session_keys import chat_of
 from channels import ChatRef, ChatType
 from channels.local import Outbound
 

@@ -1,9 +1,9 @@
 """``session_key``: one conversation per DM user, per group room, per topic or thread; and
-``channel_of``, the channel read back from a key."""
+``chat_of``, the chat read back from a key."""
 
 from __future__ import annotations
 
-from bot.pipeline.session_keys import channel_of, session_key
+from bot.pipeline.session_keys import chat_of, session_key
 from channels import ChatRef, ChatType
 
 
@@ -60,8 +60,9 @@ def test_the_key_is_stable() -> None:
     assert session_key("a", chat) == session_key("a", ChatRef("web", "c1", ChatType.GROUP, "t"))
 
 
-def test_the_channel_is_read_back_from_a_key() -> None:
+def test_the_chat_is_read_back_from_a_key() -> None:
     topic = ChatRef("slack", "C1:x", ChatType.GROUP, thread_id="1700.1")
-    assert channel_of(session_key("main", topic)) == "slack"
-    assert channel_of(session_key("a-b_1", ChatRef("telegram", "5", ChatType.DIRECT))) == "telegram"
-    assert channel_of("subagent:abc") == "" and channel_of("agent:main") == ""
+    assert chat_of(session_key("main", topic)) == topic
+    dm = ChatRef("telegram", "5", ChatType.DIRECT)
+    assert chat_of(session_key("a-b_1", dm)) == dm
+    assert chat_of("subagent:abc") is None and chat_of("agent:main") is None
