@@ -262,8 +262,9 @@ class Workspaces:
     async def load_prompt_inputs(
         self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]
     ) -> PromptInputs:
-        """:meth:`prompt_inputs` for a run: from memory while a stat of each file it read
-        (on the event loop) finds nothing changed, else read again in a worker thread."""
+        """A run's context files (:meth:`context_files`) and skills: from memory while a stat
+        of each file they came from (on the event loop) finds nothing changed, else read again
+        in a worker thread."""
         mode = PromptMode(mode)
         key = (user_id, mode, str(workspace), tuple(skill_paths))
         where = self.context_paths(user_id, mode)
@@ -278,29 +279,23 @@ class Workspaces:
             files = [ContextFile(name, text, paths[name], cut) for name, text, cut in kept.texts]
             return files, kept.skills
         taken, read, inputs = await asyncio.to_thread(
-            self._read_prompt_inputs, user_id, mode, workspace, key[3]
+            self._read_prompt_inputs, where, workspace, key[3]
         )
         size = sum(len(text) for _, text, _ in read.texts) + 100 * len(read.skill_stamps)
         self.kept_inputs.put(key, read, taken, size=size)
         return inputs
 
     def _read_prompt_inputs(
-        self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]
+        self, where: list[tuple[str, Path]], workspace: Path, skill_paths: Sequence[Path]
     ) -> tuple[Stamp, _KeptInputs, PromptInputs]:
+        """The files at ``where`` and the skills, stamped first: file reads, for one thread
+        hop."""
         skill_stamps = tuple(map(str, skill_stamp_paths(workspace, skill_paths)))
-        taken = stamp(
-            [*(str(path) for _, path in self.context_paths(user_id, mode)), *skill_stamps]
-        )
-        files, skills = self.prompt_inputs(user_id, mode, workspace, skill_paths)
+        taken = stamp([*(str(path) for _, path in where), *skill_stamps])
+        files, skills = self._read_files(where), discover_skills(workspace, skill_paths)
         # Interned: the files seeded from the same templates are one string for all users.
         texts = tuple((f.name, sys.intern(f.content), f.truncated) for f in files)
         return taken, _KeptInputs(texts, skills, skill_stamps), (files, skills)
-
-    def prompt_inputs(
-        self, user_id: str, mode: PromptMode, workspace: Path, skill_paths: Sequence[Path]
-    ) -> PromptInputs:
-        """The context files and the skills of a run: file reads, for one thread hop."""
-        return self.context_files(user_id, mode), discover_skills(workspace, skill_paths)
 
     def context_paths(
         self, user_id: str, mode: PromptMode | str = PromptMode.FULL
@@ -322,8 +317,11 @@ class Workspaces:
         self, user_id: str, mode: PromptMode | str = PromptMode.FULL
     ) -> list[ContextFile]:
         """The files for the prompt, in a stable order; empty or missing files are skipped."""
+        return self._read_files(self.context_paths(user_id, mode))
+
+    def _read_files(self, where: list[tuple[str, Path]]) -> list[ContextFile]:
         files: list[ContextFile] = []
-        for name, path in self.context_paths(user_id, mode):
+        for name, path in where:
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

@@ -212,7 +212,7 @@ class TestContextFiles:
     def test_a_user_without_files_has_none(self, tmp_path: Path) -> None:
         assert Workspaces(tmp_path, "main").context_files("nobody", PromptMode.FULL) == []
 
-    def test_prompt_inputs_reads_files_and_skills(self, tmp_path: Path) -> None:
+    async def test_prompt_inputs_reads_files_and_skills(self, tmp_path: Path) -> None:
         spaces = Workspaces(tmp_path, "main")
         spaces.ensure_user_files("u")
         workspace = spaces.user_dir("u")
@@ -221,7 +221,7 @@ class TestContextFiles:
         (skill / "SKILL.md").write_text(
             "---\nname: greet\ndescription: say hello nicely\n---\nSay hello.\n"
         )
-        files, skills = spaces.prompt_inputs("u", PromptMode.MINIMAL, workspace, ())
+        files, skills = await spaces.load_prompt_inputs("u", PromptMode.MINIMAL, workspace, ())
         assert [f.name for f in files] == ["AGENTS.md", "TOOLS.md"]
         assert [s.name for s in skills] == ["greet"]
 
@@ -237,16 +237,16 @@ class TestKeptPromptInputs:
         return spaces
 
     @pytest.fixture
-    def reads(self, spaces: Workspaces, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-        """The users whose files were read from disk."""
-        reads: list[str] = []
-        read = spaces.prompt_inputs
+    def reads(self, spaces: Workspaces, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+        """The workspaces whose files were read from disk."""
+        reads: list[Path] = []
+        read = spaces._read_prompt_inputs
 
-        def counted(*args: Any) -> Any:
-            reads.append(args[0])
-            return read(*args)
+        def counted(where: Any, workspace: Path, skill_paths: Any) -> Any:
+            reads.append(workspace)
+            return read(where, workspace, skill_paths)
 
-        monkeypatch.setattr(spaces, "prompt_inputs", counted)
+        monkeypatch.setattr(spaces, "_read_prompt_inputs", counted)
         return reads
 
     async def load(self, spaces: Workspaces, shared: tuple[Path, ...] = ()) -> tuple[Any, Any]:
@@ -256,12 +256,12 @@ class TestKeptPromptInputs:
         return {f.name: f.content for f in files}, [s.name for s in skills]
 
     async def test_an_unchanged_workspace_is_read_once(
-        self, spaces: Workspaces, reads: list[str]
+        self, spaces: Workspaces, reads: list[Path]
     ) -> None:
         first = await self.load(spaces)
         assert await self.load(spaces) == first
         assert "USER.md" in first[0]
-        assert reads == ["u"]
+        assert reads == [spaces.user_dir("u")]
 
     async def test_edited_created_and_deleted_files_are_read_again(
         self, spaces: Workspaces
