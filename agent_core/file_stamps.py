@@ -41,6 +41,17 @@ def file_key(path: str) -> FileKey | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def coarse_time(change_ns: int) -> bool:
+    """Whether a change time is a whole number of milliseconds: a coarse filesystem's."""
+    return change_ns % 1_000_000 == 0
+
+
+def trusted(change_ns: int, now_ns: int) -> bool:
+    """Whether a file last changed at ``change_ns`` can keep no unseen rewrite at ``now_ns``
+    (a change time from the same tick would look the same)."""
+    return change_ns <= now_ns - (COARSE_SETTLE_NS if coarse_time(change_ns) else SETTLE_NS)
+
+
 def digest(paths: Iterable[str]) -> int:
     """One number for the keys of all ``paths`` (a missing file's too): a digest rather than
     the keys, so that a kept value costs a few bytes more, not a tuple per file."""
@@ -72,7 +83,7 @@ def stamp(paths: Iterable[str]) -> Stamp:
     taken_ns = time.time_ns()
     keys = tuple(map(file_key, paths))
     changes = [key[3] for key in keys if key is not None]
-    coarse = any(change % 1_000_000 == 0 for change in changes)
+    coarse = any(map(coarse_time, changes))
     return Stamp(hash(keys), max(changes, default=0), taken_ns, coarse)
 
 

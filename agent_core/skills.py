@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 import structlog
 import yaml
 
+from agent_core.file_stamps import trusted
 from agent_core.workspace import is_inside, read_head
 
 log = structlog.get_logger(__name__)
@@ -181,7 +183,7 @@ def _warn_once(event: str, path: Path, target: Path) -> None:
 
 
 # (file, name to fall back on) → (its stat when parsed, what was parsed)
-_cache: dict[tuple[Path, str], tuple[tuple[int, int, int], tuple[str, str] | None]] = {}
+_cache: dict[tuple[Path, str], tuple[tuple[int, int, int, int], tuple[str, str] | None]] = {}
 _cache_lock = threading.Lock()  # runs discover in worker threads, concurrently
 
 
@@ -196,7 +198,7 @@ def _parse(
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
     with _cache_lock:
         cached = _cache.get((path, fallback_name))
     if cached is not None and cached[0] == stamp:
@@ -208,6 +210,8 @@ def _parse(
         parsed = None
     else:
         parsed = _name_and_description(text, path, fallback_name, front_matter_required)
+    if not trusted(st.st_ctime_ns, time.time_ns()):
+        return parsed  # changed just now: a rewrite in the same tick would keep the stamp
     with _cache_lock:
         if len(_cache) >= _CACHE_MAX:
             _cache.clear()  # many stale versions: start over rather than track ages

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent_core.file_stamps import Stamp, StampedCache, digest, stamp
+from agent_core.file_stamps import Stamp, StampedCache, digest, stamp, trusted
 
 
 def age(path: Path, seconds: float = 10.0) -> None:
@@ -58,6 +58,8 @@ class TestStamps:
         assert fine.settled() and not Stamp(1, now - 5_000_000, now).settled()
         assert not coarse.settled() and Stamp(1, now - 3_000_000_000, now, coarse=True).settled()
         assert stamp(["/"]).coarse == (os.stat("/").st_ctime_ns % 1_000_000 == 0)
+        assert trusted(now - 30_000_000, now) and not trusted(now - 5_000_000, now)
+        assert not trusted(now - now % 1_000_000_000 - 1_000_000_000, now)  # whole seconds
 
 
 class TestStampedCache:

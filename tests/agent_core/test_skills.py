@@ -152,6 +152,15 @@ class TestDiscovery:
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
         assert discover_skills(tmp_path)[0].description == "brand new text"
 
+    def test_a_rewrite_that_keeps_size_and_modification_time_is_seen(self, tmp_path: Path) -> None:
+        path = write_skill(tmp_path / "skills", "pdf", "", name="pdf", description="one")
+        st = path.stat()
+        assert discover_skills(tmp_path)[0].description == "one"
+        write_skill(tmp_path / "skills", "pdf", "", name="pdf", description="two")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # as a sync tool restoring times
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+        assert discover_skills(tmp_path)[0].description == "two"
+
 
 def prompt(
     tmp_path: Path,
