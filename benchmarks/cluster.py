@@ -49,6 +49,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -287,6 +288,11 @@ def write_config(
     if setup.clustered:
         config["redis"] = {"url": args.redis_url}
         config["cluster"] = {"key_prefix": prefix, "lease_seconds": args.lease}
+        if not args.separate_workspaces:
+            # One volume for every replica, as the deploy recipe mounts it (docs/scaling.md): a
+            # chat moves between processes, its workspace must not. Each process's own data/
+            # would have every process seed its own copy of each user's files.
+            config["agents"] = {"defaults": {"workspace": str(workdir / "workspaces")}}
     path = workdir / "config.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
     return path
@@ -372,7 +378,7 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
             command = [sys.executable, str(ROOT / "benchmarks" / "schema_serve.py")]
             ports: list[int] = []
             for n in range(setup.processes):  # one at a time: start-up is not measured
-                home = workdir / f"p{n}"  # its own cwd: data/, workspaces, serve.log
+                home = workdir / f"p{n}"  # its own cwd: data/ and serve.log
                 home.mkdir()
                 env = {"LOOPGATE_BENCH_SCHEMA": schemas[n % len(schemas)]}
                 proc, log, port = await start_serve(home, config, command=command, env=env)
@@ -423,9 +429,11 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                 pg0 = cpu_seconds(postgres) if postgres else None
                 redis0 = await redis_cpu(redis_client) if setup.clustered else None
                 own0, (busy0, total0) = own_cpu(), machine_busy()
+                spies = await start_spies(args, setup, path=workdir, pids=pids)
                 t0 = time.monotonic()
                 await asyncio.gather(*(conversation(c) for c in range(args.chats)))
                 result.seconds = time.monotonic() - t0
+                await stop_spies(spies)
                 cpus1 = [cpu_seconds(pid) for pid in pids]
                 result.cpu = sum(cpus1) - cpu0
                 result.cpu_per_process = [b - a for a, b in zip(cpus0, cpus1, strict=True)]
@@ -463,6 +471,46 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
             await drop_keys(redis_client, prefix)
         await redis_client.aclose()
     return result
+
+
+async def start_spies(
+    args: argparse.Namespace, setup: Setup, path: Path, pids: list[int]
+) -> list[asyncio.subprocess.Process]:
+    """With ``--py-spy DIR``, sample each process over the measured phase (py-spy, raw
+    collapsed stacks, idle frames left out): where a setup's CPU per reply goes."""
+    if not args.py_spy:
+        return []
+    args.py_spy.mkdir(parents=True, exist_ok=True)
+    beside = Path(sys.executable).parent / "py-spy"  # installed in the venv, not on PATH
+    exe = str(beside) if beside.exists() else "py-spy"
+    spies = []
+    for n, pid in enumerate(pids):
+        out = args.py_spy / f"{path.name}-p{n}.txt"
+        spies.append(
+            await asyncio.create_subprocess_exec(
+                exe,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+                "--nonblocking",
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        )
+    await asyncio.sleep(0.3)  # attached before the first DM
+    return spies
+
+
+async def stop_spies(spies: list[asyncio.subprocess.Process]) -> None:
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
+    await asyncio.gather(*(spy.wait() for spy in spies))
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, list[Result]]:
@@ -639,6 +687,19 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, help="also write the JSON result here")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
+    parser.add_argument(
+        "--separate-workspaces",
+        action="store_true",
+        help="each clustered process keeps its own workspaces directory (stops before 47 "
+        "measured so); by default they share one, as the deploy recipe's volume",
+    )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="sample each process with py-spy over the measured phase; collapsed stacks to "
+        "DIR/<round>-<setup>-p<N>.txt (the sampling costs CPU: do not read its CPU figures)",
+    )
     args = parser.parse_args()
     if not args.database_url or not args.database_url.startswith("postgres"):
         parser.error("a Postgres URL is needed: --database-url or LOOPGATE_TEST_POSTGRES_URL")
