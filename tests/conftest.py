@@ -99,7 +99,9 @@ class ChatDriver:
     async def ask(self, text: str, **kw: Any) -> RunResult | None:
         done = await self.send(text, **kw)
         assert done is not None, "message was not queued"
-        return await asyncio.wait_for(done, 15)
+        result = await asyncio.wait_for(done, 15)
+        await self.app.gateway.turns.cleanups.flushed(15)  # its last reaction, sent after it
+        return result
 
     def texts(self) -> list[str]:
         return [o.text for o in self.outbound if o.kind == "message"]

@@ -425,6 +425,7 @@ class Gateway:
     async def aclose(self) -> None:
         """Shutdown: cancel what waits or runs; the inbox keeps it for the next process."""
         await self.bursts.aclose()
+        await self.turns.cleanups.aclose()  # the turns' last reactions, channels still open
 
     async def _command(
         self, command: Command, msg: InboundMessage, channel: Channel, key: str

@@ -138,3 +138,51 @@ class StatusReactions:
                 raise
             except Exception as exc:
                 log.info("reaction.failed", channel=self.channel.name, error=str(exc))
+
+
+CLEANUP_GRACE = 5.0
+"""Seconds a shutdown waits for the status cleanups still under way (one platform call each)."""
+
+
+class ReactionCleanups:
+    """Status cleanups that follow their turn instead of ending it.
+
+    A turn ends once its answer is sent and recorded. Its last reaction call (👀 taken off, or
+    the final emoji) is cosmetic and costs a platform round trip: awaited inside the turn, it
+    kept the session busy that long, so a chat's next message started that much later, and in
+    a cluster the session was handed back that much later (a message arriving meanwhile at
+    another process had to be stored there and claimed here). :meth:`aclose` lets the ones
+    under way finish while the channels are still open.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def finish_soon(self, reactions: StatusReactions, *, ok: bool) -> None:
+        task = asyncio.create_task(reactions.finish(ok=ok), name="reaction:finish")
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("reaction.cleanup_failed", error=repr(exc))
+
+    @property
+    def pending(self) -> int:
+        return len(self._tasks)
+
+    async def flushed(self, grace: float | None = None) -> set[asyncio.Task[None]]:
+        """Wait for the cleanups under way (up to ``grace`` seconds); returns those still
+        running."""
+        if not self._tasks:
+            return set()
+        _, late = await asyncio.wait(set(self._tasks), timeout=grace)
+        return late
+
+    async def aclose(self, grace: float = CLEANUP_GRACE) -> None:
+        """Wait up to ``grace`` seconds for the cleanups under way; cancel what is left."""
+        late = await self.flushed(grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)

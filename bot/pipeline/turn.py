@@ -35,7 +35,7 @@ from bot.pipeline.job import CRON_AT, CRON_JOB, CRON_SCHEDULE, Job, ended_ok
 from bot.pipeline.leftovers import remove_previews, sent_lookup
 from bot.pipeline.media import FetchedMedia, MediaContext, fetch_media
 from bot.pipeline.outcomes import dropped_outcome, turn_outcome
-from bot.pipeline.reactions import ReactionState
+from bot.pipeline.reactions import ReactionCleanups, ReactionState
 from bot.pipeline.run_registry import ActiveRun, RunRegistry
 from bot.pipeline.streaming import StreamedReply
 from bot.pipeline.streaming.reply import StreamClock
@@ -75,6 +75,7 @@ class TurnRunner:
     media: MediaConfig = field(default_factory=MediaConfig)
     metrics: Metrics = field(default_factory=Metrics)
     """Where each turn's outcome is counted (``GET /metrics``)."""
+    cleanups: ReactionCleanups = field(default_factory=ReactionCleanups)  # turns' last reactions
     transcriber: Transcriber | None = None
     """Where voice messages and audio files become text (``media.transcription``)."""
 
@@ -176,7 +177,7 @@ class TurnRunner:
                 await streamed.close()  # no preview update may follow the turn's end
             self.registry.unregister(job.run_id)
             await typing.stop()
-            await job.reactions.finish(ok=ended_ok(result))
+            self.cleanups.finish_soon(job.reactions, ok=ended_ok(result))
             await self._record_end(job, end)
             self.metrics.turn_ended(msg.chat.channel, turn_outcome(job, end))
             job.settle(result)
@@ -226,8 +227,7 @@ class TurnRunner:
         result: RunResult,
         streamed: StreamedReply | None = None,
     ) -> tuple[InboxState, str | None]:
-        # Typing stops before the first message goes out, never after it; the receipt's 👀
-        # was shown before it.
+        # Typing stops before the first message goes out, never after it; 👀 shows before it.
         await typing.stop()
         await job.reactions.receipt_shown()
         if streamed is not None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from bot.pipeline.reactions import ReactionState, StatusReactions
+import asyncio
+
+from structlog.testing import capture_logs
+
+from bot.pipeline.reactions import ReactionCleanups, ReactionState, StatusReactions
 from channels import MessageRef
 from tests.pipeline_support import LOCAL_CHAT as CHAT
 from tests.pipeline_support import local_recorder as recording_channel
@@ -45,3 +49,43 @@ class TestReactions:
         await reactions.received()
         await reactions.finish(ok=True)
         assert records == []
+
+
+class TestReactionCleanups:
+    async def test_a_shutdown_waits_for_the_cleanups_under_way_then_cancels_the_rest(
+        self,
+    ) -> None:
+        channel, records = recording_channel()
+        removing = channel.remove_reaction
+        stuck = MessageRef(CHAT, "stuck")
+
+        async def removal(message: MessageRef, emoji: str) -> None:
+            await asyncio.sleep(3600 if message == stuck else 0.05)  # "stuck" never answers
+            await removing(message, emoji)
+
+        channel.remove_reaction = removal  # type: ignore[method-assign]
+        cleanups = ReactionCleanups()
+        for ref in (MessageRef(CHAT, "m1"), stuck):
+            reactions = StatusReactions(channel, ref)
+            await reactions.received()
+            cleanups.finish_soon(reactions, ok=True)
+        assert cleanups.pending == 2
+        await asyncio.wait_for(cleanups.aclose(grace=0.5), 5)
+        removed = [r.message_id for r in records if r.kind == "reaction_removed"]
+        assert removed == ["m1"]  # the slow one was waited for, the stuck one given up
+        assert cleanups.pending == 0
+
+    async def test_a_failed_cleanup_is_logged_and_forgotten(self) -> None:
+        channel, _ = recording_channel()
+
+        class Broken(StatusReactions):
+            async def finish(self, ok: bool) -> None:
+                raise RuntimeError("platform down")
+
+        cleanups = ReactionCleanups()
+        with capture_logs() as logs:
+            cleanups.finish_soon(Broken(channel, MessageRef(CHAT, "m1")), ok=True)
+            assert await cleanups.flushed(5) == set()
+        assert cleanups.pending == 0
+        failed = [e for e in logs if e["event"] == "reaction.cleanup_failed"]
+        assert len(failed) == 1 and "platform down" in failed[0]["error"]

@@ -85,6 +85,7 @@ class Turn:
     async def execute(self, job: Job) -> RunResult | None:
         await asyncio.wait_for(self.runner.execute(job, self.channel), 5)
         assert job.done.done()
+        await self.runner.cleanups.flushed(5)  # the turn's last reaction follows it
         return job.done.result()
 
     async def entry(self, job: Job) -> tuple[InboxState, str | None, str | None, list[str]]:
@@ -386,8 +387,34 @@ class TestTypingAndReactions:
         await turn.agent.wait_for(lambda: turn.agent.requests)
         turn.registry.abort(job.run_id, job.session_key)
         await asyncio.wait_for(task, 5)
+        await turn.runner.cleanups.flushed(5)
         assert turn.channel.reactions_left() == {}
         assert ("reaction", "👀") in [(r.kind, r.text) for r in turn.channel.records]
+
+    async def test_the_turn_ends_before_its_last_reaction_is_sent(self, inbox: SqlInbox) -> None:
+        # The cleanup is cosmetic and costs a platform round trip: the turn, and with it the
+        # session (in a cluster its lease), is free once the answer is recorded.
+        turn = Turn(inbox)
+        gate = asyncio.Event()
+        removing = turn.channel.remove_reaction
+
+        async def slow_removal(message: MessageRef, emoji: str) -> None:
+            await gate.wait()
+            await removing(message, emoji)
+
+        turn.channel.remove_reaction = slow_removal  # type: ignore[method-assign]
+        turn.agent.script("answer")
+        job = await turn.job()
+        job.reactions.received_soon()
+        await asyncio.wait_for(turn.runner.execute(job, turn.channel), 5)
+        assert job.done.result().status is RunStatus.COMPLETED
+        assert turn.channel.texts() == ["answer"]
+        assert (await turn.entry(job))[0] is InboxState.ANSWERED
+        assert turn.channel.reactions_left() == {"m-1": ["👀"]}  # its removal still waits
+        assert turn.runner.cleanups.pending == 1
+        gate.set()
+        assert await turn.runner.cleanups.flushed(5) == set()
+        assert turn.channel.reactions_left() == {}
 
 
 def typing_tasks() -> list[asyncio.Task[object]]:
