@@ -429,7 +429,7 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
                 pg0 = cpu_seconds(postgres) if postgres else None
                 redis0 = await redis_cpu(redis_client) if setup.clustered else None
                 own0, (busy0, total0) = own_cpu(), machine_busy()
-                spies = await start_spies(args, setup, path=workdir, pids=pids)
+                spies = await start_spies(args, path=workdir, pids=pids)
                 t0 = time.monotonic()
                 await asyncio.gather(*(conversation(c) for c in range(args.chats)))
                 result.seconds = time.monotonic() - t0
@@ -474,7 +474,7 @@ async def measure(args: argparse.Namespace, setup: Setup, workdir: Path) -> Resu
 
 
 async def start_spies(
-    args: argparse.Namespace, setup: Setup, path: Path, pids: list[int]
+    args: argparse.Namespace, path: Path, pids: list[int]
 ) -> list[asyncio.subprocess.Process]:
     """With ``--py-spy DIR``, sample each process over the measured phase (py-spy, raw
     collapsed stacks, idle frames left out): where a setup's CPU per reply goes."""
