@@ -44,6 +44,7 @@ import structlog
 from agent_core import RunResult, RunStatus
 from bot.config import BotConfig
 from bot.pipeline.job import Job, ended_ok
+from bot.pipeline.reactions import ReactionCleanups
 from bot.pipeline.run_registry import RunRegistry
 from bot.pipeline.scheduler import Scheduler
 from bot.storage.inbox import InboxState, SqlInbox
@@ -88,6 +89,8 @@ class _Interrupted:
 
 class Turns(Protocol):
     """What runs a job (:class:`bot.pipeline.turn.TurnRunner`)."""
+
+    cleanups: ReactionCleanups
 
     async def run(self, job: Job) -> None: ...
 
@@ -231,7 +234,8 @@ class Bursts:
         if job.done.done() and not job.done.cancelled():
             result = job.done.result()
         for other in earlier:
-            await other.reactions.finish(ok=ended_ok(result))
+            # After the turn, as its own message's: the session is free meanwhile.
+            self._turns.cleanups.finish_soon(other.reactions, ok=ended_ok(result))
             await self.ended(other)
             other.settle(result)
 

@@ -64,8 +64,10 @@ async def all_ended(app: Loopgate) -> None:
     assert await app.inbox.counts() == {"queued": 0, "running": 0}
 
 
-def reactions_left(chat: ChatDriver) -> dict[str, list[str]]:
-    """What status reactions are still shown, per message id (nothing may hang)."""
+async def reactions_left(chat: ChatDriver) -> dict[str, list[str]]:
+    """What status reactions are still shown, per message id (nothing may hang), once the
+    cleanups that follow the turns are done."""
+    await chat.app.gateway.turns.cleanups.flushed(15)
     return shown_reactions(chat.outbound)
 
 
@@ -109,7 +111,7 @@ class TestDebounce:
             # 👀 went on each message as it arrived and came off every one of them.
             received = [o.message_id for o in dm.outbound if o.kind == "reaction"]
             assert received[:3] == ["m-1", "m-2", "m-3"]
-            assert reactions_left(dm) == {}
+            assert await reactions_left(dm) == {}
 
     async def test_a_burst_cut_short_by_a_restart_is_answered_by_the_next_process(
         self, tmp_path: Path, llm: FakeLLM
@@ -166,7 +168,7 @@ class TestDebounce:
             await asyncio.sleep(0.5)  # kept (negative check): past the window, nothing runs
             assert len(llm.chat_requests) == 1
             await all_ended(app)
-            assert reactions_left(dm) == {}
+            assert await reactions_left(dm) == {}
 
     async def test_zero_adds_no_merging_and_no_wait(self, app: Loopgate, llm: FakeLLM) -> None:
         assert app.config.bot.debounce_ms == 0
@@ -231,7 +233,7 @@ class TestQueueModes:
                 ("three", "answered", None),
             ]
             await all_ended(app)
-            assert reactions_left(dm) == {}
+            assert await reactions_left(dm) == {}
             assert "m-2" in {o.message_id for o in dm.outbound if o.kind == "reaction_removed"}
 
     async def test_interrupt_cancels_the_run_and_answers_both_in_one_turn(
@@ -268,7 +270,7 @@ class TestQueueModes:
                 ("two", "answered", None),
             ]
             await all_ended(app)
-            assert reactions_left(dm) == {}
+            assert await reactions_left(dm) == {}
             assert app.registry.active_runs == 0
 
 
@@ -290,7 +292,7 @@ class TestGroups:
             assert replies == {"for alice": "a-2", "for bob": "b-1"}
             progress = [o.message_id for o in group.outbound if o.text == "🤔"]
             assert progress and set(progress) == {"a-2"}  # status goes on the last message
-            assert reactions_left(group) == {}
+            assert await reactions_left(group) == {}
             await all_ended(app)
 
     async def test_interrupt_cancels_only_the_senders_own_run(

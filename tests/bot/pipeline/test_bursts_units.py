@@ -16,7 +16,7 @@ from bot.config import BotConfig
 from bot.pipeline import bursts as bursts_module
 from bot.pipeline.bursts import Bursts
 from bot.pipeline.job import Job
-from bot.pipeline.reactions import StatusReactions
+from bot.pipeline.reactions import ReactionCleanups, StatusReactions
 from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 from bot.pipeline.scheduler import Scheduler
 from bot.pipeline.session_keys import session_key
@@ -42,6 +42,7 @@ class Turns:
         self.gates: dict[str, asyncio.Event] = {}
         self.changed = Changes()
         self.hold = False
+        self.cleanups = ReactionCleanups()  # the earlier messages' last reactions (Bursts)
 
     def job(
         self, text: str, *, chat: ChatRef = DM, sender: str = "alice", inbox_id: int | None = None
@@ -182,8 +183,31 @@ class TestDebounce:
                 await job.reactions.received()
             t.submit(*jobs)
             await settled(*(job.done for job in jobs))
+            await t.cleanups.flushed(5)
             shown = {r.message_id for r in t.channel.records if r.kind == "reaction"}
             assert shown == {"m-one", "m-two"}
+            assert t.channel.reactions_left() == {}
+
+    async def test_an_earlier_messages_slow_cleanup_does_not_hold_the_session(self) -> None:
+        async with turns(debounce_ms=50) as t:
+            gate = asyncio.Event()
+            removing = t.channel.remove_reaction
+
+            async def slow_removal(ref: MessageRef, emoji: str) -> None:
+                if ref.message_id == "m-one":
+                    await gate.wait()
+                await removing(ref, emoji)
+
+            t.channel.remove_reaction = slow_removal  # type: ignore[method-assign]
+            jobs = [t.job("one"), t.job("two")]
+            for job in jobs:
+                await job.reactions.received()
+            t.submit(*jobs)
+            await settled(*(job.done for job in jobs))
+            await t.wait_for(lambda: t.scheduler.lanes == 0)  # the session is idle already
+            assert t.channel.reactions_left() == {"m-one": ["👀"]}
+            gate.set()
+            assert await t.cleanups.flushed(5) == set()
             assert t.channel.reactions_left() == {}
 
 

@@ -149,6 +149,7 @@ class TestMessages:
             assert h.channel.texts() == ["Hello!"]
             assert h.agent.asked() == ["hi"]
             assert await entries(inbox) == [("hi", InboxState.ANSWERED, None)]
+            await h.gateway.turns.cleanups.flushed(5)  # the last reaction follows the turn
             assert h.channel.reactions_left() == {}
             assert "m-1" in {r.message_id for r in h.channel.records if r.kind == "reaction"}
 
