@@ -481,8 +481,8 @@ async def start_spies(
     if not args.py_spy:
         return []
     args.py_spy.mkdir(parents=True, exist_ok=True)
-    beside = Path(sys.executable).parent / "py-spy"  # installed in the venv, not on PATH
-    exe = str(beside) if beside.exists() else "py-spy"
+    exe = py_spy_path()
+    assert exe is not None  # main() checked
     spies = []
     for n, pid in enumerate(pids):
         out = args.py_spy / f"{path.name}-p{n}.txt"
@@ -505,6 +505,12 @@ async def start_spies(
         )
     await asyncio.sleep(0.3)  # attached before the first DM
     return spies
+
+
+def py_spy_path() -> str | None:
+    """py-spy beside this interpreter (a venv's, not on PATH), else on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy")
 
 
 async def stop_spies(spies: list[asyncio.subprocess.Process]) -> None:
@@ -705,6 +711,8 @@ def main() -> None:
         parser.error("a Postgres URL is needed: --database-url or LOOPGATE_TEST_POSTGRES_URL")
     if not args.redis_url:
         parser.error("a Redis URL is needed: --redis-url or LOOPGATE_TEST_REDIS_URL")
+    if args.py_spy and py_spy_path() is None:
+        parser.error("--py-spy needs py-spy: pip install py-spy")
     if args.routing == "polling" and args.independent:
         parser.error("--independent needs webhooks: independent processes would poll one bot")
     configure_logging("warning", "console")  # the schema clean-up's storage.opened
