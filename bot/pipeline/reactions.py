@@ -159,6 +159,8 @@ class ReactionCleanups:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def finish_soon(self, reactions: StatusReactions, *, ok: bool) -> None:
+        if not reactions.enabled:
+            return  # nothing to send: no task per turn where reactions are off
         task = asyncio.create_task(reactions.finish(ok=ok), name="reaction:finish")
         self._tasks.add(task)
         task.add_done_callback(self._done)

@@ -75,6 +75,13 @@ class TestReactionCleanups:
         assert removed == ["m1"]  # the slow one was waited for, the stuck one given up
         assert cleanups.pending == 0
 
+    async def test_nothing_is_started_where_reactions_are_off(self) -> None:
+        channel, records = recording_channel(reactions=False)
+        cleanups = ReactionCleanups()
+        cleanups.finish_soon(StatusReactions(channel, MessageRef(CHAT, "m1")), ok=True)
+        assert cleanups.pending == 0
+        assert records == []
+
     async def test_a_failed_cleanup_is_logged_and_forgotten(self) -> None:
         channel, _ = recording_channel()
 
