@@ -10,6 +10,7 @@ from structlog.testing import capture_logs
 
 from agent_core.tracing import SpanKind, Trace, new_trace
 from bot.storage import Database, SqlTraceStore
+from bot.storage._trace_writer import MAX_BATCH, TraceWriter
 from bot.storage.models import SpanRow, TraceRow
 from tests.storage_support import Backend
 
@@ -161,3 +162,48 @@ async def test_a_reader_waits_only_for_what_was_queued_before_it(db: Database) -
     finally:
         stop.set()
         await saver
+
+
+async def test_traces_saved_apart_wait_for_one_write_and_a_reader_does_not_wait_the_delay(
+    db: Database,
+) -> None:
+    db.trace_writer = TraceWriter(db, delay=60)  # far longer than the test may take
+    store = SqlTraceStore(db)
+    writes: list[int] = []
+    real_write = db.trace_writer._write
+
+    async def counting(batch: list, **kw: bool) -> None:  # type: ignore[type-arg]
+        writes.append(len(batch))
+        await real_write(batch, **kw)
+
+    db.trace_writer._write = counting  # type: ignore[method-assign]
+    await store.save_trace(_trace("run-1"))
+    await asyncio.sleep(0.05)  # kept: the writer is waiting for company, not writing
+    await store.save_trace(_trace("run-2"))
+    await asyncio.sleep(0.05)  # kept (negative check)
+    assert writes == [] and db.trace_writer.queued == 2
+    loaded = await asyncio.wait_for(store.recent_traces(), 10)  # not 60
+    assert sorted(t.run_id for t in loaded) == ["run-1", "run-2"]
+    assert writes == [2]
+
+
+async def test_a_lone_trace_is_written_after_the_delay_without_a_reader(db: Database) -> None:
+    db.trace_writer = TraceWriter(db, delay=0.05)
+    await SqlTraceStore(db).save_trace(_trace("run-1"))
+    for _ in range(200):
+        if await _counts(db) == (1, 2):
+            break
+        await asyncio.sleep(0.05)  # kept: polled, another process reads the table this way
+    assert await _counts(db) == (1, 2)
+
+
+async def test_a_full_batch_is_written_without_waiting_out_the_delay(db: Database) -> None:
+    db.trace_writer = TraceWriter(db, delay=60)
+    store = SqlTraceStore(db)
+    for n in range(MAX_BATCH):
+        await store.save_trace(_trace(f"run-{n}", spans=0))
+    for _ in range(200):
+        if db.trace_writer.queued == 0 and (await _counts(db))[0] == MAX_BATCH:
+            break
+        await asyncio.sleep(0.05)  # kept: polled until the write lands
+    assert await _counts(db) == (MAX_BATCH, MAX_BATCH)
