@@ -37,7 +37,7 @@ from bot.storage._engine import (
 )
 from bot.storage._errors import StorageError
 from bot.storage._lane import SqliteLane
-from bot.storage._trace_writer import TraceWriter
+from bot.storage._trace_writer import WRITE_DELAY, TraceWriter
 from bot.storage._writer import WriterQueue
 
 if TYPE_CHECKING:
@@ -85,7 +85,12 @@ class Database:
             WalCheckpoints(engine, self._writer) if self._writer is not None else None
         )
         """SQLite: the log is checkpointed in the background (``checkpoints.py``)."""
-        self.trace_writer = TraceWriter(self)
+        # On Postgres each write transaction costs round trips, which a short delay shares
+        # among more traces; on SQLite it is one hop to the lane's thread, and the delay
+        # measured no less CPU for ~0.4 MiB more at the peak (traces held meanwhile).
+        self.trace_writer = TraceWriter(
+            self, delay=WRITE_DELAY if self._dialect == "postgresql" else 0.0
+        )
         """Traces are written behind the runs (``bot/storage/_trace_writer.py``)."""
         self._flushes: list[Callable[[], Awaitable[None]]] = []
         # The same pool; its connections are set to autocommit at checkout (an attribute on

@@ -2,11 +2,11 @@
 
 A trace is diagnostic data read by people later (``loopgate traces``, the dashboard, the
 evolution metrics), while a reply waits for everything on its own path. So ``save_trace`` queues
-the trace's rows here and returns; one task writes whatever has queued within
-:data:`WRITE_DELAY` of the first, in one transaction, and goes on while more arrive. Under load
-many runs' traces share a transaction: without the delay, a process answering a few dozen
-replies a second (one of several behind a load balancer) wrote one or two traces a transaction,
-where one process under the whole load wrote seven (issue 33).
+the trace's rows here and returns; one task writes whatever has queued (on Postgres, within
+:data:`WRITE_DELAY` of the first) in one transaction, and goes on while more arrive. Under
+load many runs' traces share a transaction. Without the delay, each of three processes
+answering ~35 replies a second wrote two traces a transaction, ~150 transactions where one
+process under the whole load wrote ~60 (``benchmarks/cluster.py``, issue 33); with it, ~35.
 
 Every reader flushes first (:meth:`TraceWriter.flush`, which does not wait out the delay), so
 within the process a trace is readable once ``save_trace`` has returned, as before;
@@ -50,8 +50,8 @@ is saved again moments after its first save, if at all, and one forgotten meanwh
 replaced (the insert's IntegrityError), so a short memory will do: 10,000 ids held 2.3 MiB."""
 
 WRITE_DELAY = 0.2
-"""Seconds the first trace queued waits for others to share its transaction. Short: the
-queued traces are held in memory meanwhile (at ~130 replies a second, ~26 of them)."""
+"""Seconds the first trace queued waits for others to share its transaction, on Postgres
+(``Database`` gives SQLite none). Short: the queued traces are held in memory meanwhile."""
 MAX_BATCH = 256
 """Traces queued at which the write starts without waiting out the delay."""
 
