@@ -9,6 +9,7 @@ and only :class:`ProviderError` subclasses out, with the API key redacted.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -21,8 +22,12 @@ from contextlib import asynccontextmanager, contextmanager
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from agent_core.errors import AgentError, ProviderError, ProviderTimeout, ProviderUnavailable
 from agent_core.providers._sse import ServerSentEvent, aiter_sse
+
+log = structlog.get_logger(__name__)
 
 if TYPE_CHECKING:  # aiohttp (and certifi) load with the first session, not at start-up
     import aiohttp
@@ -96,6 +101,12 @@ def encode_json(body: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+BODY_END_WAIT = 5.0
+"""Seconds a finished stream's connection may wait, behind the caller, for the rest of its body
+(the chunked body's terminator after ``[DONE]``) to go back to the pool instead of closing."""
+BODY_END_BYTES = 64 * 1024
+"""Bytes read past a stream's last event at most, for the same reason."""
+
 StatusError = Callable[[int, "str | None", Mapping[str, str], str], Exception]
 """Builds the provider's error for an HTTP status >= 400: (status, reason, headers, body text)."""
 
@@ -128,6 +139,8 @@ class JsonEndpoint:
         self._proxy = env_proxy(url) if session is None else None
         self._owns_session = session is None
         self._session = session
+        self._finishing: dict[asyncio.Task[None], aiohttp.ClientResponse] = {}
+        """Finished streams whose body's end is still read (behind their callers)."""
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -136,6 +149,9 @@ class JsonEndpoint:
 
     async def aclose(self) -> None:
         """Close the session, but only if we created it (a passed-in one is the caller's)."""
+        for task, resp in list(self._finishing.items()):
+            task.cancel()
+            resp.close()  # here: a task cancelled before it ran would never release it
         if self._owns_session and self._session is not None:
             await self._session.close()
 
@@ -161,14 +177,44 @@ class JsonEndpoint:
     async def _post(
         self, body: dict[str, Any], headers: Mapping[str, str]
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        request = self._client().post(
+        resp = await self._client().post(
             self.url, data=encode_json(body), headers=headers, allow_redirects=False
         )
-        async with request as resp:
+        finished = False
+        try:
             if resp.status >= 400:
                 text = decode_text(await resp.read(), resp.charset)
                 raise self._status_error(resp.status, resp.reason, resp.headers, text)
             yield resp
+            finished = True
+        finally:
+            if finished and not resp.content.at_eof():
+                # A stream read up to its last event ([DONE], message_stop), not to the end of
+                # the body: aiohttp closes such a connection, and the next call would open (for
+                # TLS, handshake) a new one. Under load the body's end often comes a moment
+                # after the last event; it is read behind the caller.
+                task = asyncio.get_running_loop().create_task(
+                    _read_to_end(resp), name="provider:body-end"
+                )
+                self._finishing[task] = resp
+                task.add_done_callback(self._finishing.pop)
+            else:
+                resp.release()
+                await resp.wait_for_close()
+
+
+async def _read_to_end(resp: aiohttp.ClientResponse) -> None:
+    """Read what is left of ``resp``'s body (bounded), then release it: pooled at its end,
+    closed if the end did not come."""
+    try:
+        async with asyncio.timeout(BODY_END_WAIT):
+            left = BODY_END_BYTES
+            while left > 0 and not resp.content.at_eof():
+                left -= len(await resp.content.readany())
+    except Exception as exc:  # a connection not reused is all that is lost
+        log.debug("provider.body_end_unread", error=repr(exc))
+    finally:
+        resp.release()
 
 
 def decode_text(body: bytes, charset: str | None) -> str:
