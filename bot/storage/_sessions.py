@@ -8,13 +8,28 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from sqlalchemy import Connection, Executable, Row, bindparam, delete, insert, select, update
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Executable,
+    Row,
+    String,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core import Message, SessionHistory, ToolCall, Usage
 from bot.storage._db import Database
 from bot.storage._errors import SessionNotFound
-from bot.storage._sql import clean, clean_optional, dialect_insert, table_of
+from bot.storage._sql import clean, clean_optional, dialect_insert, dump_json, table_of
 from bot.storage.models import MessageRow, SessionRow, SummaryRow, utcnow
 
 log = structlog.get_logger(__name__)
@@ -101,6 +116,13 @@ class SqlSessionStore:
             "compaction_count": 0,
         }
         rows = [_to_row(session_key, run_id, m, now) for m in messages]
+        if self._db.dialect == "postgresql" and rows:
+            params = {**session, **_message_arrays(rows), "run_id": run_id, "now": now}
+            await self._db.run_statement(lambda conn: conn.execute(_append_run_pg(), params))
+            log.debug(
+                "storage.run_appended", session_key=session_key, run_id=run_id, count=len(rows)
+            )
+            return
         upsert = _upsert_session(self._db.dialect)
 
         def append(conn: Connection) -> None:
@@ -211,6 +233,64 @@ def _upsert_session(dialect: str) -> Executable:
             "output_tokens": table.c.output_tokens + upsert.excluded.output_tokens,
         },
     )
+
+
+@cache
+def _append_run_pg() -> Executable:
+    """Postgres: the session's upsert and the run's messages in **one** statement (the upsert
+    as a data-modifying CTE, the messages unnested from one array per column, in order), one
+    round trip where a transaction took four (BEGIN, upsert, insert, COMMIT). As atomic: one
+    statement is its own transaction. The SQL is the same for any number of messages, so it
+    is compiled and prepared once."""
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    sessions, messages = table_of(SessionRow), table_of(MessageRow)
+    base: Any = _upsert_session("postgresql")  # an Insert (typed as what execute takes)
+    upsert = (
+        base.values({c.name: bindparam(c.name) for c in sessions.c if c.name != "summary"})
+        .returning(sessions.c.key)
+        .cte("s")
+    )
+    columns = tuple(_ARRAYS)
+    arrays = [bindparam(name, type_=ARRAY(kind())) for name, kind in _ARRAYS.values()]
+    rows = (
+        func.unnest(*arrays).table_valued(*columns, with_ordinality="ord").render_derived(name="m")
+    )
+    source = (
+        select(
+            upsert.c.key,
+            bindparam("run_id", type_=String()),
+            rows.c.role,
+            rows.c.content,
+            cast(rows.c.tool_calls, JSON()),
+            rows.c.tool_call_id,
+            rows.c.name,
+            bindparam("now", type_=messages.c.created_at.type),
+        )
+        .select_from(upsert)
+        .join(rows, true())
+        .order_by(rows.c.ord)
+    )
+    return insert(messages).from_select(["session_key", "run_id", *columns, "created_at"], source)
+
+
+_ARRAYS: dict[str, tuple[str, type[String] | type[Text]]] = {
+    "role": ("roles", String),
+    "content": ("contents", Text),
+    "tool_calls": ("calls", Text),  # JSON text, cast in the statement
+    "tool_call_id": ("call_ids", String),
+    "name": ("names", String),
+}
+"""The messages' columns in :func:`_append_run_pg`: each one array parameter (name, type)."""
+
+
+def _message_arrays(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Message rows (:func:`_to_row`) as one list per column (:data:`_ARRAYS`)."""
+    arrays: dict[str, list[Any]] = {
+        name: [row[column] for row in rows] for column, (name, _) in _ARRAYS.items()
+    }
+    arrays["calls"] = [None if calls is None else dump_json(calls) for calls in arrays["calls"]]
+    return arrays
 
 
 def _to_row(session_key: str, run_id: str, message: Message, now: datetime) -> dict[str, Any]:

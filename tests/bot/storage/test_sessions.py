@@ -37,6 +37,15 @@ async def test_round_trip_with_tool_calls(db: Database) -> None:
     assert await store.load_history("other") == type(history)()
 
 
+async def test_a_runs_many_messages_keep_their_order(db: Database) -> None:
+    # On Postgres they go in as arrays unnested in one statement (_append_run_pg).
+    store = SqlSessionStore(db)
+    messages = [Message.user(f"m{n}") if n % 2 else Message.assistant(f"m{n}") for n in range(200)]
+    await _append(store, "s", *messages[:3])
+    await _append(store, "s", *messages[3:])
+    assert (await store.load_history("s")).messages == messages
+
+
 async def test_long_unicode_content(db: Database) -> None:
     store = SqlSessionStore(db)
     content = ("ünïcødé 漢字 🚀 " * 8000)[:100_000]
