@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -10,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Connection,
     Executable,
+    Integer,
     Row,
     String,
     Text,
@@ -20,8 +23,11 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal_column,
+    null,
     select,
     true,
+    union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -46,6 +52,28 @@ _HISTORY = (
     .where(MessageRow.session_key == bindparam("key"))
     .order_by(MessageRow.id)
 )
+_HISTORY_PG: Executable = union_all(
+    # Postgres: the summary and the messages in one round trip. The session's row comes
+    # first (part 0) and only if the session exists; its content is the summary.
+    select(
+        literal_column("0", Integer()).label("part"),
+        literal_column("0", BigInteger()).label("id"),
+        literal_column("''", String()).label("role"),
+        SessionRow.summary.label("content"),
+        cast(null(), JSON()).label("tool_calls"),
+        cast(null(), String()).label("tool_call_id"),
+        cast(null(), String()).label("name"),
+    ).where(SessionRow.key == bindparam("key")),
+    select(
+        literal_column("1", Integer()),
+        MessageRow.id,
+        MessageRow.role,
+        MessageRow.content,
+        MessageRow.tool_calls,
+        MessageRow.tool_call_id,
+        MessageRow.name,
+    ).where(MessageRow.session_key == bindparam("key")),
+).order_by(literal_column("part"), literal_column("id"))
 _INSERT_MESSAGE = insert(table_of(MessageRow))
 if TYPE_CHECKING:
     _HistoryRow = Row[str, str, list[dict[str, str]] | None, str | None, str | None]
@@ -75,6 +103,8 @@ class SqlSessionStore:
     async def load_history(self, session_key: str) -> SessionHistory:
         # Columns through a plain connection, not ORM objects: read before every run.
         params = {"key": session_key}
+        if self._db.dialect == "postgresql":
+            return await self._db.run_read(lambda conn: _history(conn.execute(_HISTORY_PG, params)))
 
         def read(conn: Connection) -> SessionHistory:
             summary = conn.scalar(_SUMMARY, params)
@@ -310,7 +340,18 @@ def _to_row(session_key: str, run_id: str, message: Message, now: datetime) -> d
     }
 
 
-def _to_message(row: _HistoryRow) -> Message:
+def _history(rows: Iterable[Row[Any]]) -> SessionHistory:
+    """:data:`_HISTORY_PG`'s rows as a history: the summary from the session's row, if any."""
+    summary, messages = None, []
+    for row in rows:
+        if row.part == 0:
+            summary = row.content
+        else:
+            messages.append(_to_message(row))
+    return SessionHistory(messages=messages, summary=summary)
+
+
+def _to_message(row: _HistoryRow | Row[Any]) -> Message:
     calls = tuple(
         ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in row.tool_calls or ()
     )
