@@ -130,9 +130,8 @@ class TraceWriter:
 
     async def _gather(self) -> None:
         """Wait up to the delay for more traces, unless a reader or a full batch waits."""
-        if self._delay <= 0 or self._settled < self._hurry_through:
-            return
-        if len(self._queued) >= MAX_BATCH:
+        hurried = self._settled < self._hurry_through or len(self._queued) >= MAX_BATCH
+        if self._delay <= 0 or hurried:
             return
         loop = asyncio.get_running_loop()
         self._gathering = loop.create_future()

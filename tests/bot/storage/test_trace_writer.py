@@ -30,6 +30,19 @@ async def _counts(db: Database) -> tuple[int, int]:
     return int(traces or 0), int(spans or 0)
 
 
+def _count_writes(db: Database) -> list[int]:
+    """The sizes of the batches ``db``'s trace writer writes from now on, in order."""
+    writes: list[int] = []
+    real_write = db.trace_writer._write
+
+    async def counting(batch: list, **kw: bool) -> None:  # type: ignore[type-arg]
+        writes.append(len(batch))
+        await real_write(batch, **kw)
+
+    db.trace_writer._write = counting  # type: ignore[method-assign]
+    return writes
+
+
 async def test_save_returns_before_the_write_and_readers_wait_for_it(db: Database) -> None:
     store = SqlTraceStore(db)
     # Held until the counts are read: a fast lane would otherwise win the race against them.
@@ -56,14 +69,7 @@ async def test_save_returns_before_the_write_and_readers_wait_for_it(db: Databas
 
 async def test_traces_queued_meanwhile_share_one_write(db: Database) -> None:
     store = SqlTraceStore(db)
-    writes: list[int] = []
-    real_write = db.trace_writer._write
-
-    async def counting(batch: list, **kw: bool) -> None:  # type: ignore[type-arg]
-        writes.append(len(batch))
-        await real_write(batch, **kw)
-
-    db.trace_writer._write = counting  # type: ignore[method-assign]
+    writes = _count_writes(db)
     for n in range(5):
         await store.save_trace(_trace(f"run-{n}", spans=2))
     await db.trace_writer.flush()
@@ -169,14 +175,7 @@ async def test_traces_saved_apart_wait_for_one_write_and_a_reader_does_not_wait_
 ) -> None:
     db.trace_writer = TraceWriter(db, delay=60)  # far longer than the test may take
     store = SqlTraceStore(db)
-    writes: list[int] = []
-    real_write = db.trace_writer._write
-
-    async def counting(batch: list, **kw: bool) -> None:  # type: ignore[type-arg]
-        writes.append(len(batch))
-        await real_write(batch, **kw)
-
-    db.trace_writer._write = counting  # type: ignore[method-assign]
+    writes = _count_writes(db)
     await store.save_trace(_trace("run-1"))
     await asyncio.sleep(0.05)  # kept: the writer is waiting for company, not writing
     await store.save_trace(_trace("run-2"))
