@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy import (
@@ -40,10 +40,21 @@ from bot.storage.models import MessageRow, SessionRow, SummaryRow, utcnow
 
 log = structlog.get_logger(__name__)
 
-_HISTORY: Executable = union_all(
-    # The summary and the messages in one statement (on Postgres one round trip, not two).
-    # The session's row comes first (part 0), and only if the session exists; its content is
-    # the summary.
+_SUMMARY = select(SessionRow.summary).where(SessionRow.key == bindparam("key"))
+_HISTORY = (
+    select(
+        MessageRow.role,
+        MessageRow.content,
+        MessageRow.tool_calls,
+        MessageRow.tool_call_id,
+        MessageRow.name,
+    )
+    .where(MessageRow.session_key == bindparam("key"))
+    .order_by(MessageRow.id)
+)
+_HISTORY_PG: Executable = union_all(
+    # Postgres: the summary and the messages in one round trip. The session's row comes
+    # first (part 0) and only if the session exists; its content is the summary.
     select(
         literal_column("0", Integer()).label("part"),
         literal_column("0", BigInteger()).label("id"),
@@ -64,6 +75,8 @@ _HISTORY: Executable = union_all(
     ).where(MessageRow.session_key == bindparam("key")),
 ).order_by(literal_column("part"), literal_column("id"))
 _INSERT_MESSAGE = insert(table_of(MessageRow))
+if TYPE_CHECKING:
+    _HistoryRow = Row[str, str, list[dict[str, str]] | None, str | None, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +103,15 @@ class SqlSessionStore:
     async def load_history(self, session_key: str) -> SessionHistory:
         # Columns through a plain connection, not ORM objects: read before every run.
         params = {"key": session_key}
-        return await self._db.run_read(lambda conn: _history(conn.execute(_HISTORY, params)))
+        if self._db.dialect == "postgresql":
+            return await self._db.run_read(lambda conn: _history(conn.execute(_HISTORY_PG, params)))
+
+        def read(conn: Connection) -> SessionHistory:
+            summary = conn.scalar(_SUMMARY, params)
+            rows = conn.execute(_HISTORY, params)
+            return SessionHistory(messages=[_to_message(r) for r in rows], summary=summary)
+
+        return await self._db.run_read(read)
 
     async def append_run(
         self,
@@ -323,7 +344,7 @@ def _to_row(session_key: str, run_id: str, message: Message, now: datetime) -> d
 
 
 def _history(rows: Iterable[Row[Any]]) -> SessionHistory:
-    """:data:`_HISTORY`'s rows as a history: the summary from the session's row, if any."""
+    """:data:`_HISTORY_PG`'s rows as a history: the summary from the session's row, if any."""
     summary, messages = None, []
     for row in rows:
         if row.part == 0:
@@ -333,7 +354,7 @@ def _history(rows: Iterable[Row[Any]]) -> SessionHistory:
     return SessionHistory(messages=messages, summary=summary)
 
 
-def _to_message(row: Row[Any]) -> Message:
+def _to_message(row: _HistoryRow | Row[Any]) -> Message:
     calls = tuple(
         ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in row.tool_calls or ()
     )
