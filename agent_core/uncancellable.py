@@ -64,14 +64,17 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
 
     The usual ``with suppress(CancelledError): await task`` also swallows a cancellation of
     the *caller* that arrives while it waits: a run stopped (``/stop``) just as it released a
-    lock would then carry on as if nothing happened. Here that cancellation propagates.
+    lock would then carry on as if nothing happened. Here that cancellation propagates. One
+    that came before the call does not: a caller cleaning up after its own cancellation (a
+    ``finally``) goes on with the rest of its clean-up.
     """
+    current = asyncio.current_task()
+    before = current.cancelling() if current is not None else 0
     task.cancel()
     try:
         await task
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
+        if current is not None and current.cancelling() > before:
             raise
 
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from contextlib import AsyncExitStack, suppress
+from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agent_core import EventBus
+from agent_core import EventBus, cancel_and_wait
 from agent_core.mcp import McpManager
 from agent_core.orchestration import Orchestrator
 from agent_core.providers import Provider
@@ -363,10 +363,7 @@ class Loopgate:
 
     async def aclose(self) -> None:
         for task in self._background:
-            task.cancel()
-        for task in self._background:
-            with suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         self._background.clear()
         if self._gateway is not None:
             self._gateway.stop_accepting()

@@ -17,7 +17,7 @@ from contextlib import suppress
 
 import structlog
 
-from agent_core import stop_if_cancelled
+from agent_core import cancel_and_wait, stop_if_cancelled
 from bot.cluster._redis import PubSub, Redis
 
 log = structlog.get_logger(__name__)
@@ -127,8 +127,6 @@ class RedisLink:
 
     async def aclose(self) -> None:
         if self._watch is not None:
-            self._watch.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._watch
+            await cancel_and_wait(self._watch)
             self._watch = None
         await self.client.aclose()

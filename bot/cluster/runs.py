@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from agent_core import stop_if_cancelled
+from agent_core import cancel_and_wait, stop_if_cancelled
 from bot.cluster.connection import RedisLink, RedisState
 from bot.pipeline.run_registry import ActiveRun, LocalRunRegistry
 
@@ -207,10 +207,7 @@ class ClusterRunRegistry:
 
     async def aclose(self) -> None:
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         self._tasks.clear()
         with suppress(Exception):
             async with self.link.client.pipeline(transaction=True) as pipe:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 
 import structlog
 from pydantic import TypeAdapter
 
+from agent_core import cancel_and_wait
 from bot.config.base import Duration
 from bot.config.evolution import schedule_kind
 
@@ -108,9 +108,6 @@ class CycleScheduler:
 
     async def aclose(self) -> None:
         for task in (self._waiting, self._running):
-            if task is not None and not task.done():
-                task.cancel()
             if task is not None:
-                with suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
         self._waiting = self._running = None

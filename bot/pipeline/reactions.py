@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from contextlib import suppress
 from typing import Literal
 
 import structlog
 
+from agent_core import cancel_and_wait
 from channels import Channel, MessageRef
 
 log = structlog.get_logger(__name__)
@@ -115,9 +115,7 @@ class StatusReactions:
         self._finished = True
         await self.receipt_shown()  # its 👀 is shown before being cleared
         if self._flush is not None and not self._flush.done():
-            self._flush.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._flush
+            await cancel_and_wait(self._flush)  # a /stop meanwhile still stops the run
         if self.cleanup_mode == "final":
             await self._show(EMOJI[ReactionState.DONE if ok else ReactionState.ERROR])
         else:

@@ -8,10 +8,10 @@ answer was sent would show "typing…" under the answer.
 from __future__ import annotations
 
 import asyncio
-from contextlib import suppress
 
 import structlog
 
+from agent_core import cancel_and_wait
 from channels import Channel, ChatRef
 
 log = structlog.get_logger(__name__)
@@ -57,6 +57,5 @@ class TypingIndicator:
         self._stopped = True
         task, self._task = self._task, None
         if task is not None and not task.done():
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            # A /stop of the run arriving meanwhile must stop it (not suppress(CancelledError)).
+            await cancel_and_wait(task)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from contextlib import suppress
 from datetime import UTC, datetime
 
 import structlog
 
+from agent_core import cancel_and_wait
 from bot.config import Config
 from bot.scheduling.heartbeat import ActiveHours, sync_heartbeats
 from bot.scheduling.ticker import TICK_SECONDS, Intake, Ticker
@@ -38,7 +38,5 @@ class Scheduling:
 
     async def aclose(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None

@@ -100,3 +100,27 @@ async def test_cancel_and_wait_returns_when_only_the_child_is_cancelled() -> Non
     await asyncio.sleep(0)  # kept: one yield, the child starts
     await cancel_and_wait(worker)
     assert worker.cancelled()
+
+
+async def test_cancel_and_wait_in_the_clean_up_of_a_cancelled_caller_goes_on() -> None:
+    """A caller stopped before it waits (its ``finally``) finishes its clean-up; only a
+    cancellation arriving during the wait is its own to propagate."""
+    cleaned_up = False
+    started = asyncio.Event()
+
+    async def caller() -> None:
+        nonlocal cleaned_up
+        worker = asyncio.create_task(asyncio.sleep(10))  # kept: a child at work
+        try:
+            started.set()
+            await asyncio.sleep(10)  # kept: the caller at work, until it is stopped
+        finally:
+            await cancel_and_wait(worker)
+            cleaned_up = True  # the rest of the clean-up
+
+    task = asyncio.create_task(caller())
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned_up

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from bot.pipeline.typing_indicator import TypingIndicator
 from channels import ChatRef
 from channels.local import LocalChannel
@@ -60,3 +62,34 @@ class TestTyping:
         await wait_until(lambda: calls >= 2)
         assert typing.active
         await typing.stop()
+
+    async def test_a_stop_of_the_run_while_typing_stops_is_not_lost(self) -> None:
+        """The run is stopped (``/stop``) while it waits for the keep-alive to end, which
+        takes a moment (a typing call in flight unwinding): the run must stop, not go on."""
+        unwinding = asyncio.Event()
+
+        class Slow(LocalChannel):
+            async def set_typing(self, chat: ChatRef) -> None:
+                try:
+                    await asyncio.sleep(10)  # kept: a typing call in flight
+                except asyncio.CancelledError:
+                    unwinding.set()
+                    await asyncio.sleep(0.1)  # kept: the HTTP client closing its connection
+                    raise
+
+        typing = TypingIndicator(Slow(), CHAT, interval=0.01, ttl=5)
+        went_on = False
+
+        async def run() -> None:
+            nonlocal went_on
+            typing.start()
+            await asyncio.sleep(0.01)  # kept: the keep-alive's first call is in flight
+            await typing.stop()  # the answer's first message is about to be sent
+            went_on = True
+
+        task = asyncio.create_task(run())
+        await asyncio.wait_for(unwinding.wait(), 5)
+        task.cancel()  # the /stop
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not went_on and not typing.active
