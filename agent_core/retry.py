@@ -19,6 +19,7 @@ from tenacity import (
 )
 
 from agent_core.errors import ProviderError, RateLimited
+from agent_core.uncancellable import stop_if_cancelled
 
 T = TypeVar("T")
 
@@ -65,6 +66,10 @@ async def call_with_retry(
         reraise=True,
     )
     async for attempt in retrying:
+        # A /stop that an await on the way swallowed (Python 3.11's wait_for, which redis-py
+        # uses, returns a result that arrives with the cancellation) still stops the run here,
+        # before the model is called, not after the whole answer.
+        stop_if_cancelled()
         with attempt:
             return await call()
     raise AssertionError("unreachable")

@@ -64,17 +64,18 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
 
     The usual ``with suppress(CancelledError): await task`` also swallows a cancellation of
     the *caller* that arrives while it waits: a run stopped (``/stop``) just as it released a
-    lock would then carry on as if nothing happened. Here that cancellation propagates. One
-    that came before the call does not: a caller cleaning up after its own cancellation (a
-    ``finally``) goes on with the rest of its clean-up.
+    lock would then carry on as if nothing happened. Here that cancellation propagates,
+    unless the caller was being cancelled already when it called: it is then cleaning up after
+    that cancellation (a ``finally``), and neither that one nor a repeat of it (``/stop``
+    twice, a stop then shutdown) may cut the rest of its clean-up short.
     """
     current = asyncio.current_task()
-    before = current.cancelling() if current is not None else 0
+    cleaning_up = current is not None and current.cancelling() > 0
     task.cancel()
     try:
         await task
     except asyncio.CancelledError:
-        if current is not None and current.cancelling() > before:
+        if current is not None and current.cancelling() and not cleaning_up:
             raise
 
 

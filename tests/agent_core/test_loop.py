@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from agent_core import (
     ToolRegistry,
 )
 from agent_core.errors import ProviderUnavailable, RateLimited
+from agent_core.messages import SessionHistory
 from agent_core.retry import RetryPolicy
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 from tests.waiting import wait_until
@@ -231,6 +233,35 @@ class TestEnding:
         assert result.content == "fine"
         retrying = [e.payload for e in events if e.type is EventType.RUN_RETRYING]
         assert retrying == [{"attempt": 2, "maxAttempts": 3, "error": "slow down"}]
+
+    async def test_a_swallowed_stop_is_honoured_before_the_model_call(self, tmp_path: Path) -> None:
+        """A /stop that an await on the way lost (3.11's ``wait_for`` returning a result that
+        arrived with the cancellation, as redis-py's reads do) leaves the task "cancelling"
+        without an exception: the run must stop before it calls the model."""
+
+        class Swallowing(MemoryStore):
+            async def load_history(self, session_key: str) -> SessionHistory:
+                task = asyncio.current_task()
+                assert task is not None
+                task.cancel()  # the /stop ...
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0)  # kept: ... delivered here, and lost
+                return await super().load_history(session_key)
+
+        provider = ScriptedProvider(reply("too late"))
+        store = Swallowing()
+        loop = Loop(
+            AgentSettings(id="main", model="m", workspace=tmp_path / "ws"),
+            provider,
+            ToolRegistry.of(FILE_TOOLS),
+            store,
+            store,
+            EventBus(),
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.create_task(loop.run(request()))
+        assert provider.requests == []
+        assert "s1" not in store.sessions
 
     async def test_cancel_saves_a_cancelled_trace_and_no_history(self, tmp_path: Path) -> None:
         provider = ScriptedProvider(reply("late"), delay=5)

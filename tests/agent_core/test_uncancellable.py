@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -122,5 +123,42 @@ async def test_cancel_and_wait_in_the_clean_up_of_a_cancelled_caller_goes_on() -
     await asyncio.wait_for(started.wait(), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned_up
+
+
+async def test_cancel_and_wait_in_a_clean_up_survives_a_second_cancel() -> None:
+    """Stopped twice (``/stop`` sent twice): the second cancellation, arriving while the clean
+    up waits for a child, does not cut the rest of the clean-up short."""
+    cleaned_up = False
+    started = asyncio.Event()
+    child_unwinding = asyncio.Event()
+
+    async def child() -> None:
+        try:
+            await asyncio.sleep(10)  # kept: a child at work
+        except asyncio.CancelledError:
+            child_unwinding.set()
+            await asyncio.sleep(0.1)  # kept: clean-up of its own that takes a moment
+            raise
+
+    async def caller() -> None:
+        nonlocal cleaned_up
+        worker = asyncio.create_task(child())
+        try:
+            started.set()
+            await asyncio.sleep(10)  # kept: the caller at work, until it is stopped
+        except asyncio.CancelledError:
+            pass  # handled: the caller ends as "stopped", as a turn does
+        finally:
+            await cancel_and_wait(worker)
+            cleaned_up = True  # the rest of the clean-up
+
+    task = asyncio.create_task(caller())
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    await asyncio.wait_for(child_unwinding.wait(), 5)  # the caller waits in its clean-up
+    task.cancel()  # the second stop
+    with contextlib.suppress(asyncio.CancelledError):
         await task
     assert cleaned_up
