@@ -67,8 +67,8 @@ async def call_with_retry(
     )
     async for attempt in retrying:
         # A /stop that an await on the way swallowed (Python 3.11's wait_for, which redis-py
-        # uses, returns a result that arrives with the cancellation) still stops the run here,
-        # before the model is called, not after the whole answer.
+        # wraps around each send, returns a result that arrives with the cancellation) still
+        # stops the run here, before the model is called, not after the whole answer.
         stop_if_cancelled()
         with attempt:
             return await call()

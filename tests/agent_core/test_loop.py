@@ -236,7 +236,7 @@ class TestEnding:
 
     async def test_a_swallowed_stop_is_honoured_before_the_model_call(self, tmp_path: Path) -> None:
         """A /stop that an await on the way lost (3.11's ``wait_for`` returning a result that
-        arrived with the cancellation, as redis-py's reads do) leaves the task "cancelling"
+        arrived with the cancellation, as redis-py's sends can) leaves the task "cancelling"
         without an exception: the run must stop before it calls the model."""
 
         class Swallowing(MemoryStore):
