@@ -13,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from contextlib import suppress
 
 import structlog
 
-from agent_core import stop_if_cancelled
+from agent_core import cancel_and_wait, stop_if_cancelled
 from bot.cluster.connection import RELEASE_IF_HELD, RENEW_IF_HELD, RedisLink
 
 log = structlog.get_logger(__name__)
@@ -95,8 +94,7 @@ class PollerLease:
         held = self.holds()
         self.abandon()
         if self._task is not None:
-            with suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)  # as every other wait for a stopped task
             self._task = None
         if held:
             try:

@@ -67,23 +67,25 @@ async def test_the_works_own_error_is_raised_when_not_cancelled() -> None:
         await finish_despite_cancel(fails())
 
 
+async def _slow_to_end(unwinding: asyncio.Event) -> None:
+    """A child at work whose own clean-up, once cancelled, takes a moment."""
+    try:
+        await asyncio.sleep(10)  # kept: a child at work
+    except asyncio.CancelledError:
+        unwinding.set()
+        await asyncio.sleep(0.1)  # kept: clean-up of its own that takes a moment
+        raise
+
+
 async def test_cancel_and_wait_keeps_a_cancellation_of_the_caller() -> None:
     """The caller is stopped while it waits for a child that takes a moment to end: it must
     stop too, not go on (what ``suppress(CancelledError)`` around the wait would do)."""
     went_on = False
     cleaning_up = asyncio.Event()
 
-    async def child() -> None:
-        try:
-            await asyncio.sleep(10)  # kept: a child at work
-        except asyncio.CancelledError:
-            cleaning_up.set()
-            await asyncio.sleep(0.1)  # kept: clean-up of its own that takes a moment
-            raise
-
     async def caller() -> None:
         nonlocal went_on
-        worker = asyncio.create_task(child())
+        worker = asyncio.create_task(_slow_to_end(cleaning_up))
         await asyncio.sleep(0)  # kept: one yield, the child starts
         await cancel_and_wait(worker)
         went_on = True
@@ -134,17 +136,9 @@ async def test_cancel_and_wait_in_a_clean_up_survives_a_second_cancel() -> None:
     started = asyncio.Event()
     child_unwinding = asyncio.Event()
 
-    async def child() -> None:
-        try:
-            await asyncio.sleep(10)  # kept: a child at work
-        except asyncio.CancelledError:
-            child_unwinding.set()
-            await asyncio.sleep(0.1)  # kept: clean-up of its own that takes a moment
-            raise
-
     async def caller() -> None:
         nonlocal cleaned_up
-        worker = asyncio.create_task(child())
+        worker = asyncio.create_task(_slow_to_end(child_unwinding))
         try:
             started.set()
             await asyncio.sleep(10)  # kept: the caller at work, until it is stopped
