@@ -74,6 +74,27 @@ return found
 """
 
 
+# This process's record changes of one batch, in one call: ARGV[3] records (run id, record)
+# from ARGV[4], then the run ids to delete. Written records renew the hash's expiry and list
+# the process in the directory (KEYS[2]) after them, as a resync expects (_READ_RECORDS). One
+# script costs the client a third of what the pipeline of HSET, PEXPIRE and SADD did
+# (issue 33: every run writes and deletes its record).
+_WRITE_RECORDS = """
+local added = tonumber(ARGV[3])
+for i = 0, added - 1 do
+  redis.call('hset', KEYS[1], ARGV[4 + 2 * i], ARGV[5 + 2 * i])
+end
+for i = 4 + 2 * added, #ARGV do
+  redis.call('hdel', KEYS[1], ARGV[i])
+end
+if added > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('sadd', KEYS[2], ARGV[2])
+end
+return added
+"""
+
+
 def _without_unseen_runs(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``ops`` without the runs that ended before their "add" was sent: no process could have
     seen them, so their record is of use to nobody (a ``/stop`` elsewhere reads what was sent,
@@ -123,6 +144,7 @@ class ClusterRunRegistry:
         self._tasks: list[asyncio.Task[None]] = []
         self._subscribed = asyncio.Event()
         self._read_records = link.client.register_script(_READ_RECORDS)
+        self._write_records = link.client.register_script(_WRITE_RECORDS)
         self._written = True
         """A record was written (or may have been) since the last rewrite of the hash."""
         self._resyncing = asyncio.Lock()
@@ -245,6 +267,18 @@ class ClusterRunRegistry:
                 level("cluster.runs_write_failed", ops=len(ops), error=repr(exc))
 
     async def _send(self, ops: list[dict[str, Any]]) -> None:
+        if all(op["op"] in ("add", "del") for op in ops):
+            # What nearly every batch is: runs started and ended (their order within a batch
+            # does not matter, _without_unseen_runs took out a run's add and del together).
+            added = [op["run"] for op in ops if op["op"] == "add"]
+            records = [part for run in added for part in (run["run_id"], json.dumps(run))]
+            deleted = [op["run_id"] for op in ops if op["op"] == "del"]
+            await self._write_records(
+                client=self.link.client,
+                keys=[self.hash_key, self.directory],
+                args=[self._lease_ms(), self.link.process_id, len(added), *records, *deleted],
+            )
+            return
         # Not a MULTI: one connection runs the commands in order, which is all the readers
         # need (a record is written before its event is published).
         async with self.link.client.pipeline(transaction=False) as pipe:

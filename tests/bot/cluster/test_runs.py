@@ -255,6 +255,35 @@ async def test_a_run_that_ends_before_it_was_sent_costs_nothing(
         await client.aclose()
 
 
+async def test_one_batch_writes_the_runs_started_and_deletes_those_ended(
+    stack: AsyncExitStack, redis_prefix: str
+) -> None:
+    a = await process(stack, redis_prefix, lease=60)
+    client: Redis = Redis.from_url(REDIS_URL)
+    stack.push_async_callback(client.aclose)
+    a.register(run("r1"))
+    a.register(run("r2"))
+    await wait_until(lambda: client.hexists(a.hash_key, "r2"), 5, what="never written")
+    records = {k.decode(): json.loads(v) for k, v in (await client.hgetall(a.hash_key)).items()}
+    assert sorted(records) == ["r1", "r2"]
+    assert records["r1"]["requester_id"] == "user-r1"
+    assert records["r1"]["owner"] == a.link.process_id
+    assert 0 < await client.pttl(a.hash_key) <= 60_000  # it expires if the process dies
+    assert await client.sismember(a.directory, a.link.process_id)
+    # One end and one start queued together: one call deletes the first and writes the other.
+    a.unregister("r1")
+    a.register(run("r3"))
+    await wait_until(lambda: client.hexists(a.hash_key, "r3"), 5, what="r3 never written")
+    assert sorted(await client.hkeys(a.hash_key)) == [b"r2", b"r3"]
+    a.unregister("r2")
+    a.unregister("r3")
+
+    async def gone() -> bool:
+        return not await client.exists(a.hash_key)
+
+    await wait_until(gone, 5, what="the ended runs' records stayed")
+
+
 async def test_a_stop_reads_runs_started_a_moment_ago_without_waiting_for_a_resync(
     stack: AsyncExitStack, redis_prefix: str
 ) -> None:
