@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, case, false, func, insert, or_, select, update
+from sqlalchemy import bindparam, case, false, func, insert, literal_column, or_, select, update
 from sqlalchemy.sql.expression import BindParameter, ColumnElement, Executable
 
 from bot.storage._inbox_entry import PENDING, InboxState, message_to_json
@@ -107,6 +107,14 @@ def accept_statement(*, behind_waiting: bool = False) -> Executable:
     )
 
 
+def is_pending(state: Any) -> ColumnElement[bool]:
+    """``state IN ('queued', 'running')`` written into the SQL: an IN list of bound values is
+    expanded anew at every execution (SQLAlchemy's "post-compile" step), and the claims and a
+    kept message's store run these on every message a cluster moves (issue 33)."""
+    in_list: ColumnElement[bool] = state.in_([literal_column(f"'{s.value}'") for s in PENDING])
+    return in_list
+
+
 def waiting_elsewhere() -> ColumnElement[bool]:
     """A pending entry of the session (``session_key``) that this process (``owner``) does not
     hold: a message another process received and stored for the session's holder to claim.
@@ -116,7 +124,7 @@ def waiting_elsewhere() -> ColumnElement[bool]:
         select(t.c.id)
         .where(
             t.c.session_key == bindparam("session_key"),
-            t.c.state.in_([s.value for s in PENDING]),
+            is_pending(t.c.state),
             or_(t.c.owner.is_(None), t.c.owner != bindparam("owner")),
         )
         .exists()
@@ -130,7 +138,7 @@ def claimable(owner: str, now: datetime, stored_before: datetime | None = None) 
     if stored_before is not None:
         unowned = unowned & (InboxRow.created_at < stored_before)
     expired = (InboxRow.owner != owner) & (InboxRow.lease_until < now)
-    return InboxRow.state.in_([s.value for s in PENDING]) & or_(unowned, expired)
+    return is_pending(InboxRow.state) & or_(unowned, expired)
 
 
 def held_by_or_free(owner: Any) -> Any:
@@ -164,7 +172,7 @@ def claim_statement(*, start_first: bool = False) -> Executable:
     ``running`` with ``updated_at`` this claim's own ``now`` (``RETURNING`` shows only the new
     values, and SQLite's can't read the CTE that still has the old attempts)."""
     t = TABLE
-    pending = t.c.state.in_([s.value for s in PENDING])
+    pending = is_pending(t.c.state)
     key: BindParameter[str] = bindparam("key")
     me: BindParameter[str] = bindparam("me")
     now: BindParameter[datetime] = bindparam("now")

@@ -13,6 +13,7 @@ from sqlalchemy import Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.storage import Database
+from bot.storage._inbox_sql import accept_statement, claim_statement
 from bot.storage._sql import (
     NUL_REPLACEMENT,
     clean,
@@ -101,3 +102,19 @@ async def test_do_nothing_leaves_the_first_row(db: Database) -> None:
             )
     async with db.sessionmaker() as session:
         assert list(await session.scalars(select(MemoryFileRow.size))) == [1]
+
+
+@pytest.mark.parametrize("dialect", [postgresql.dialect(), sqlite.dialect()], ids=["pg", "sqlite"])
+def test_the_statements_a_moved_message_runs_are_not_rewritten_per_execution(
+    dialect: object,
+) -> None:
+    # A claim and a kept message's store: an IN list of bound values would be expanded again
+    # at each execution (SQLAlchemy's post-compile step); the pending states are in the SQL.
+    for statement in (
+        claim_statement(start_first=True),
+        claim_statement(start_first=False),
+        accept_statement(behind_waiting=True),
+    ):
+        compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+        assert not compiled.post_compile_params
+        assert "IN ('queued', 'running')" in str(compiled)
