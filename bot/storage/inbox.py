@@ -302,15 +302,17 @@ class SqlInbox:
         first: what a process of a cluster may claim once it holds the session. Unowned
         entries stored since ``stored_before`` are left to their receiver's claim or nudge."""
         first = func.min(InboxRow.id)
-        async with self._db.sessionmaker() as s:
-            rows = await s.execute(
-                select(InboxRow.session_key, first)
-                .where(claimable(self.owner, utcnow(), stored_before))
-                .group_by(InboxRow.session_key)
-                .order_by(first)
-                .limit(limit)
-            )
-            return [key for key, _ in rows.all()]
+        query = (
+            select(InboxRow.session_key, first)
+            .where(claimable(self.owner, utcnow(), stored_before))
+            .group_by(InboxRow.session_key)
+            .order_by(first)
+            .limit(limit)
+        )
+        # Each process's sweep, every third of a lease even when idle: one statement on a plain
+        # connection, not an ORM session's three round trips.
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [key for key, _ in rows]
 
     async def claim_session(self, session_key: str) -> list[InboxEntry]:
         """Take every claimable entry of one session, oldest first, under this process's
