@@ -21,6 +21,7 @@ from starlette.routing import Route
 from structlog.testing import capture_logs
 
 from bot.app import Loopgate
+from bot.http import draining
 from bot.http.draining import DrainingServer
 from tests.waiting import wait_until
 
@@ -129,3 +130,24 @@ async def test_one_drain_however_the_callbacks_land(signals: int) -> None:
         await wait_until(lambda: loopgate.drains == 1)
         await asyncio.sleep(0.05)  # a window in which a second drain must not start
         assert loopgate.drains == 1
+
+
+async def test_the_drains_end_and_a_second_signal_wake_the_server_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The loop looks at should_exit once a tick; an hour-long tick shows that what ends the
+    # server does not wait for one (each wait below is 10 s).
+    monkeypatch.setattr(draining, "TICK_SECONDS", 3600.0)
+    for second_signal in (False, True):
+        loopgate = FakeLoopgate()
+        async with serving(loopgate) as (server, task, url):
+            async with httpx.AsyncClient() as http:
+                date = (await http.get(url)).headers["date"]
+            assert date.endswith(" GMT")  # the Date header is still set
+            server.handle_exit(signal.SIGTERM, None)
+            await wait_until(lambda lg=loopgate: lg.drains == 1)
+            if second_signal:
+                server.handle_exit(signal.SIGINT, None)
+            else:
+                loopgate.release.set()
+            await asyncio.wait_for(task, 10)
