@@ -110,7 +110,8 @@ def accept_statement(*, behind_waiting: bool = False) -> Executable:
 def is_pending(state: Any) -> ColumnElement[bool]:
     """``state IN ('queued', 'running')`` written into the SQL: an IN list of bound values is
     expanded anew at every execution (SQLAlchemy's "post-compile" step), and the claims and a
-    kept message's store run these on every message a cluster moves (issue 33)."""
+    kept message's store run these on every message a cluster moves (issue 33). Every inbox
+    statement that asks for pending entries says it this way."""
     in_list: ColumnElement[bool] = state.in_([literal_column(f"'{s.value}'") for s in PENDING])
     return in_list
 

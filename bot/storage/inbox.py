@@ -33,6 +33,7 @@ from bot.storage._inbox_sql import (
     claimable,
     entry_values,
     held_by_or_free,
+    is_pending,
     update_entry,
     waiting_elsewhere,
 )
@@ -249,7 +250,7 @@ class SqlInbox:
             update(InboxRow)
             .where(
                 InboxRow.id == entry_id,
-                InboxRow.state.in_([s.value for s in PENDING]),
+                is_pending(InboxRow.state),
                 self._mine_or_free(),
             )
             .values(
@@ -283,7 +284,7 @@ class SqlInbox:
         (:meth:`claim_session`).
         """
         now = utcnow()
-        pending = InboxRow.state.in_([s.value for s in PENDING])
+        pending = is_pending(InboxRow.state)
         where = pending if all_owners else claimable(self.owner, now)
         async with self._db.write() as s:
             rows = (await s.scalars(select(InboxRow).where(where).order_by(InboxRow.id))).all()
@@ -347,7 +348,7 @@ class SqlInbox:
         until = utcnow() + self.lease
         statement = (
             update(InboxRow)
-            .where(InboxRow.owner == self.owner, InboxRow.state.in_([s.value for s in PENDING]))
+            .where(InboxRow.owner == self.owner, is_pending(InboxRow.state))
             .values(lease_until=until)
             .returning(InboxRow.id)
         )
@@ -397,7 +398,7 @@ class SqlInbox:
         async with self._db.sessionmaker() as s:
             rows = await s.execute(
                 select(InboxRow.state, func.count())
-                .where(InboxRow.state.in_([s.value for s in PENDING]))
+                .where(is_pending(InboxRow.state))
                 .group_by(InboxRow.state)
             )
             found = {state: int(count) for state, count in rows.all()}
@@ -409,7 +410,7 @@ class SqlInbox:
         async with self._db.sessionmaker() as s:
             rows = await s.execute(
                 select(InboxRow.state, func.count(), func.min(InboxRow.created_at))
-                .where(InboxRow.state.in_([s.value for s in PENDING]))
+                .where(is_pending(InboxRow.state))
                 .group_by(InboxRow.state)
             )
             found = {state: (int(count), oldest) for state, count, oldest in rows.all()}
