@@ -12,8 +12,9 @@ import enum
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
+from typing import Any, cast
 
 import structlog
 
@@ -66,14 +67,27 @@ class RedisLink:
         self.process_id = process_id()
         self.state = RedisState.DOWN
         self._watch: asyncio.Task[None] | None = None
+        self._scripts: dict[str, Any] = {}
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
+    async def run_script(self, body: str, keys: Sequence[str], *args: str | int | float) -> Any:
+        """The Lua script ``body`` on ``keys`` and ``args``, as ``EVALSHA``: its text goes to
+        Redis once, not with every call (redis-py loads it again after a ``NOSCRIPT``, e.g.
+        from a restarted Redis)."""
+        script = self._scripts.get(body)
+        if script is None:
+            script = self._scripts[body] = self.client.register_script(body)
+        return await script(keys=list(keys), args=list(args))
+
+    async def ping(self) -> None:
+        await cast(Awaitable[bool], self.client.ping())
+
     async def start(self) -> None:
         """Connect once (a Redis unreachable at start-up is an error the operator must see),
         then keep watching its health."""
-        await self.client.ping()
+        await self.ping()
         self.state = RedisState.OK
         log.info("cluster.redis_connected", process=self.process_id)
         self._watch = asyncio.create_task(self._watch_health(), name="cluster:redis-health")
@@ -92,7 +106,7 @@ class RedisLink:
             stop_if_cancelled()
             await asyncio.sleep(PING_EVERY)
             try:
-                await asyncio.wait_for(self.client.ping(), timeout=PING_EVERY * 2)
+                await asyncio.wait_for(self.ping(), timeout=PING_EVERY * 2)
             except Exception as exc:
                 stop_if_cancelled(exc)
                 self.mark(False, exc)

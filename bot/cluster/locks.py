@@ -41,8 +41,7 @@ class RedisLease:
             stop_if_cancelled()
             await asyncio.sleep(self.link.lease_seconds / 3)
             try:
-                client = self.link.client
-                kept = await client.eval(RENEW_IF_HELD, 1, self.key, self.holder, lease_ms)
+                kept = await self.link.run_script(RENEW_IF_HELD, [self.key], self.holder, lease_ms)
             except Exception as exc:  # the holder goes on; the lock may expire meanwhile
                 stop_if_cancelled(exc)
                 self.link.mark(False, exc)
@@ -55,7 +54,7 @@ class RedisLease:
         # A run stopped while it releases its seed lock must still stop (cancel_and_wait).
         await cancel_and_wait(self._renewal)
         try:
-            await self.link.client.eval(RELEASE_IF_HELD, 1, self.key, self.holder)
+            await self.link.run_script(RELEASE_IF_HELD, [self.key], self.holder)
         except Exception as exc:  # it expires by itself after the lease
             log.warning("cluster.lock_release_failed", key=self.key, error=repr(exc))
 

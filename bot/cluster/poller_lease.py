@@ -65,7 +65,9 @@ class PollerLease:
             sent = time.monotonic()
             try:
                 if self.holds():
-                    renewed = await client.eval(RENEW_IF_HELD, 1, self.key, me, self._lease_ms)
+                    renewed = await self.link.run_script(
+                        RENEW_IF_HELD, [self.key], me, self._lease_ms
+                    )
                     if renewed:
                         self._held_until = sent + self.link.lease_seconds
                     else:
@@ -98,6 +100,6 @@ class PollerLease:
             self._task = None
         if held:
             try:
-                await self.link.client.eval(RELEASE_IF_HELD, 1, self.key, self.link.process_id)
+                await self.link.run_script(RELEASE_IF_HELD, [self.key], self.link.process_id)
             except Exception as exc:  # it expires by itself after the lease
                 log.warning("cluster.poller_release_failed", channel=self.channel, error=repr(exc))

@@ -150,12 +150,8 @@ class SessionLeases:
         if not keys:
             return
         try:
-            renewed = await self.link.client.eval(
-                _RENEW,
-                len(keys),
-                *(self._key(k) for k in keys),
-                self.link.process_id,
-                self._lease_ms,
+            renewed = await self.link.run_script(
+                _RENEW, [self._key(k) for k in keys], self.link.process_id, self._lease_ms
             )
         except Exception as exc:  # they stay ours until they would run out in Redis
             self.link.mark(False, exc)
@@ -214,8 +210,6 @@ class SessionLeases:
         if not keys:
             return
         try:
-            await self.link.client.eval(
-                _RELEASE, len(keys), *(self._key(k) for k in keys), self.link.process_id
-            )
+            await self.link.run_script(_RELEASE, [self._key(k) for k in keys], self.link.process_id)
         except Exception as exc:  # they expire by themselves
             log.warning("cluster.session_release_failed", error=repr(exc))

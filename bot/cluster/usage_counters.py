@@ -17,7 +17,9 @@ period ends (limits are then reached a little early, never late).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from functools import partial
 
 import structlog
 
@@ -97,6 +99,8 @@ class RedisUsageCounters:
     def __init__(self, link: RedisLink, seed: Seed) -> None:
         self.link = link
         self._seed = seed
+        self._seeding: dict[str, asyncio.Task[None]] = {}
+        """Seeds under way here, by key: calls admitted at once share one database read."""
 
     def _key(self, scope: Scope) -> str:
         return self.link.key("usage", scope.key)
@@ -111,8 +115,8 @@ class RedisUsageCounters:
         try:
             for _ in range(3):  # a key that expired between seeding and admission is re-seeded
                 await self._seed_missing(scopes, keys)
-                answer = await self.link.client.eval(
-                    _ADMIT, len(keys), *keys, str(tokens), repr(float(usd)),
+                answer = await self.link.run_script(
+                    _ADMIT, keys, str(tokens), repr(float(usd)),
                     "1" if ceiling else "0", *limits,
                 )  # fmt: skip
                 verdict, _, index = _text(answer).partition(":")
@@ -153,8 +157,8 @@ class RedisUsageCounters:
     ) -> None:
         keys = [self._key(scope) for scope in scopes]
         try:
-            await self.link.client.eval(
-                _RELEASE, len(keys), *keys, str(-reserved[0]), repr(-float(reserved[1]) or 0.0),
+            await self.link.run_script(
+                _RELEASE, keys, str(-reserved[0]), repr(-float(reserved[1]) or 0.0),
                 str(-calls), str(-ceilings), str(used[0]), repr(float(used[1])),
             )  # fmt: skip
         except Exception as exc:
@@ -166,10 +170,24 @@ class RedisUsageCounters:
         for scope, key in zip(scopes, keys, strict=True):
             if await client.exists(key):
                 continue
-            used_tokens, used_usd = await self._seed(scope)
-            lifetime = scope.resets_at - scope.since
-            ttl = int(lifetime.total_seconds() * 1000) + KEEP_AFTER_PERIOD_MS
-            await client.eval(_SEED, 1, key, str(used_tokens), repr(float(used_usd)), str(ttl))
+            seeding = self._seeding.get(key)
+            if seeding is None:
+                seeding = asyncio.create_task(self._seed_key(scope, key))
+                self._seeding[key] = seeding
+                seeding.add_done_callback(partial(self._seeded, key))
+            # Shielded: a caller cancelled while it waits must not cancel the others' seed.
+            await asyncio.shield(seeding)
+
+    def _seeded(self, key: str, task: asyncio.Task[None]) -> None:
+        self._seeding.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # its waiters got it; retrieved here in case none is left
+
+    async def _seed_key(self, scope: Scope, key: str) -> None:
+        used_tokens, used_usd = await self._seed(scope)
+        lifetime = scope.resets_at - scope.since
+        ttl = int(lifetime.total_seconds() * 1000) + KEEP_AFTER_PERIOD_MS
+        await self.link.run_script(_SEED, [key], str(used_tokens), repr(float(used_usd)), str(ttl))
 
 
 def _text(value: object) -> str:

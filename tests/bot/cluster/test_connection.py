@@ -97,15 +97,31 @@ async def test_only_the_holder_renews_or_releases_a_lease(
     link = await started(stack, REDIS_URL, redis_prefix)
     key = link.key("lease", "x")
     await link.client.set(key, "me", px=1000)
-    assert await link.client.eval(RENEW_IF_HELD, 1, key, "other", 60_000) == 0
+    assert await link.run_script(RENEW_IF_HELD, [key], "other", 60_000) == 0
     assert await link.client.pttl(key) <= 1000
-    assert await link.client.eval(RENEW_IF_HELD, 1, key, "me", 60_000) == 1
+    assert await link.run_script(RENEW_IF_HELD, [key], "me", 60_000) == 1
     assert await link.client.pttl(key) > 1000
-    assert await link.client.eval(RELEASE_IF_HELD, 1, key, "other") == 0
+    assert await link.run_script(RELEASE_IF_HELD, [key], "other") == 0
     assert await link.client.get(key) == b"me"
-    assert await link.client.eval(RELEASE_IF_HELD, 1, key, "me") == 1
+    assert await link.run_script(RELEASE_IF_HELD, [key], "me") == 1
     assert await link.client.get(key) is None
-    assert await link.client.eval(RENEW_IF_HELD, 1, key, "me", 60_000) == 0  # gone: not revived
+    assert await link.run_script(RENEW_IF_HELD, [key], "me", 60_000) == 0  # gone: not revived
+
+
+@needs_redis
+async def test_a_script_is_sent_once_and_again_after_redis_forgot_it(
+    stack: AsyncExitStack, redis_prefix: str
+) -> None:
+    link = await started(stack, REDIS_URL, redis_prefix)
+    key = link.key("lease", "x")
+    await link.client.set(key, "me", px=1000)
+    assert await link.run_script(RENEW_IF_HELD, [key], "me", 60_000) == 1
+    sha = link._scripts[RENEW_IF_HELD].sha
+    assert await link.client.script_exists(sha) == [True]
+    await link.client.script_flush()  # what a restarted Redis knows of it
+    assert await link.run_script(RENEW_IF_HELD, [key], "other", 60_000) == 0
+    assert await link.run_script(RENEW_IF_HELD, [key], "me", 60_000) == 1
+    assert await link.client.script_exists(sha) == [True]
 
 
 @needs_redis

@@ -48,6 +48,23 @@ class Seeds:
         return self.value
 
 
+async def test_calls_admitted_at_once_in_one_process_share_one_seed(
+    links: tuple[RedisLink, RedisLink],  # noqa: F811
+) -> None:
+    class SlowSeeds(Seeds):
+        async def __call__(self, scope: Scope) -> tuple[int, float]:
+            await asyncio.sleep(0.05)  # the database's rollup, read while the others arrive
+            return await super().__call__(scope)
+
+    seeds = SlowSeeds(tokens=100)
+    counters = RedisUsageCounters(links[0], seeds)
+    limit = scope(tokens=1000)
+    verdicts = await asyncio.gather(*(counters.admit([limit], 100, 0.0) for _ in range(5)))
+    assert verdicts == [None] * 5  # 100 recorded + 5 x 100 reserved fits
+    assert seeds.asked == 1
+    assert counters._seeding == {}
+
+
 async def test_two_processes_reserve_against_one_counter(
     links: tuple[RedisLink, RedisLink],  # noqa: F811
 ) -> None:
