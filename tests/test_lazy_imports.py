@@ -194,6 +194,10 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     assert not {m.split(".")[0] for m in modules} & {"prometheus_client", "opentelemetry"}
     assert "agent_core.providers._anthropic" not in modules
     assert "bot.scheduling.ticker" in modules  # the scheduler runs, without croniter
+    # The evolution schedule runs; its cycle's modules wait for the first cycle or review.
+    assert "bot.evolution.schedule" in modules
+    evolution_cycle = {"cycle", "rules", "metrics", "apply", "guardrails", "host"}
+    assert not modules & {f"bot.evolution.{name}" for name in evolution_cycle}
     # On SQLite, SQLAlchemy's Postgres dialect (~2 MiB) is never loaded (bot/storage/_sql.py).
     assert "sqlalchemy.dialects.sqlite" in modules
     assert not any(m.startswith("sqlalchemy.dialects.postgresql") for m in modules)

@@ -22,10 +22,6 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bot.config import Config
-from bot.evolution.apply import AgentView, apply_change, view_agent
-from bot.evolution.cycle import Cycle
-from bot.evolution.guardrails import locked_by, within_cap
-from bot.evolution.metrics import compute_metrics, memory_file_count
 from bot.evolution.records import (
     AgentMetrics,
     ChangeKind,
@@ -34,14 +30,17 @@ from bot.evolution.records import (
     SuggestionStatus,
     describe_change,
 )
-from bot.evolution.rules import RULES, Rule
 from bot.evolution.schedule import CycleScheduler
 from bot.evolution.store import SuggestionStore, history_event
 from bot.storage import Database, SqlAgentStore
 from bot.storage.models import utcnow
 
+# The cycle's modules (metrics, rules, changes, guardrails) load with the first cycle or
+# review: a server starts the schedule, whose first cycle is hours away (docs/performance.md).
 if TYPE_CHECKING:
     from bot.agents.router import AgentRouter
+    from bot.evolution.apply import AgentView
+    from bot.evolution.rules import Rule
 
 log = structlog.get_logger(__name__)
 
@@ -58,13 +57,21 @@ class EvolutionService:
         self.db = db
         self.config = config
         self.router = router
-        self.rules = tuple(RULES) if rules is None else rules
+        self._rules = rules
         self.store = SuggestionStore(db)
         self.agents = SqlAgentStore(db)
         self.scheduler: CycleScheduler | None = None
         # One decision or cycle at a time in this process; other processes are kept out by
         # the store's compare-and-set.
         self._lock = asyncio.Lock()
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        if self._rules is None:
+            from bot.evolution.rules import RULES
+
+            self._rules = tuple(RULES)
+        return self._rules
 
     @property
     def window(self) -> timedelta:
@@ -97,6 +104,8 @@ class EvolutionService:
 
     async def metrics(self, agent_id: str | None = None) -> builtins.list[AgentMetrics]:
         """Every agent's metrics over the window ending now (or one agent's)."""
+        from bot.evolution.metrics import compute_metrics
+
         now = utcnow()
         return await compute_metrics(self.db, now - self.window, now, agent_id)
 
@@ -108,6 +117,8 @@ class EvolutionService:
         """Apply the suggestion now and record the baseline. Raises ValueError (with a message
         for the admin) when it is unknown, not pending, locked or stale. A change that fails
         to apply is returned with status ``failed`` and the error in ``outcome``."""
+        from bot.evolution.apply import view_agent
+
         async with self._lock:
             suggestion = await self._pending(suggestion_id)
             view = await view_agent(self.config, self.agents, suggestion.agent_id)
@@ -151,6 +162,8 @@ class EvolutionService:
 
     def _check_allowed(self, suggestion: Suggestion, view: AgentView) -> None:
         """The guardrails again at approval: they may have changed since the suggestion."""
+        from bot.evolution.guardrails import locked_by, within_cap
+
         change = suggestion.change
         if (name := locked_by(change, view.guardrails)) is not None:
             raise ValueError(
@@ -179,6 +192,8 @@ class EvolutionService:
         return moved
 
     async def _apply(self, suggestion: Suggestion, view: AgentView) -> Suggestion:
+        from bot.evolution.apply import apply_change
+
         now, change = utcnow(), suggestion.change
         baseline = await self.metrics_between(view.agent_id, now - self.window, now)
         try:
@@ -216,6 +231,8 @@ class EvolutionService:
         return applied
 
     async def metrics_between(self, agent_id: str, start: datetime, end: datetime) -> AgentMetrics:
+        from bot.evolution.metrics import compute_metrics
+
         found = await compute_metrics(self.db, start, end, agent_id)
         return found[0] if found else AgentMetrics(agent_id, start, end)
 
@@ -227,6 +244,8 @@ class EvolutionService:
             return await self._cycle(now or utcnow())
 
     async def _cycle(self, now: datetime) -> CycleReport:
+        from bot.evolution.cycle import Cycle
+
         report = await Cycle(self, now).run()
         log.info(
             "evolution.cycle",
@@ -240,4 +259,6 @@ class EvolutionService:
         return report
 
     async def memory_files(self, view: AgentView) -> int:
+        from bot.evolution.metrics import memory_file_count
+
         return await memory_file_count(self.db, view.workspace)
