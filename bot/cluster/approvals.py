@@ -66,7 +66,6 @@ class ClusterApprovals:
         self._listener: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._subscribed = asyncio.Event()
-        self._add = link.client.register_script(_ADD)
 
     def _inbox(self, process: str) -> str:
         return self.link.key("approvals", "to", process)
@@ -92,8 +91,8 @@ class ClusterApprovals:
         until = time.time() + waits_for
         keep_ms = int((waits_for + KEEP_AFTER) * 1000)
         try:
-            await self._add(
-                keys=[self._set_key(chat)], args=[until, self._member(waiting_id), keep_ms]
+            await self.link.run_script(
+                _ADD, [self._set_key(chat)], until, self._member(waiting_id), keep_ms
             )
         except Exception as exc:
             # It can still be answered here; other processes will not find it.

@@ -14,12 +14,15 @@ import secrets
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
 from agent_core import cancel_and_wait, stop_if_cancelled
 from bot.cluster._redis import PubSub, Redis
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
 
 log = structlog.get_logger(__name__)
 
@@ -67,7 +70,7 @@ class RedisLink:
         self.process_id = process_id()
         self.state = RedisState.DOWN
         self._watch: asyncio.Task[None] | None = None
-        self._scripts: dict[str, Any] = {}
+        self._scripts: dict[str, AsyncScript] = {}
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
@@ -75,11 +78,11 @@ class RedisLink:
     async def run_script(self, body: str, keys: Sequence[str], *args: str | int | float) -> Any:
         """The Lua script ``body`` on ``keys`` and ``args``, as ``EVALSHA``: its text goes to
         Redis once, not with every call (redis-py loads it again after a ``NOSCRIPT``, e.g.
-        from a restarted Redis)."""
+        from a restarted Redis). Every script of the cluster's runs through here."""
         script = self._scripts.get(body)
         if script is None:
             script = self._scripts[body] = self.client.register_script(body)
-        return await script(keys=list(keys), args=list(args))
+        return await script(keys=list(keys), args=list(args), client=self.client)
 
     async def ping(self) -> None:
         await cast(Awaitable[bool], self.client.ping())

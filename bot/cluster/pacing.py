@@ -72,8 +72,6 @@ class RedisPaceStore:
     def __init__(self, link: RedisLink, channel: str, token: str) -> None:
         self.link = link
         self.base = link.key("pace", channel, token_digest(token))
-        self._take = link.client.register_script(_TAKE)
-        self._hold = link.client.register_script(_HOLD)
 
     def _hold_key(self, name: str) -> str:
         return f"{self.base}:hold:{name}"
@@ -88,9 +86,9 @@ class RedisPaceStore:
         args: list[float] = []
         for bucket in buckets:
             args += [1_000_000 / bucket.rate, max(1, bucket.burst)]
-        wait_us = await self._take(keys=keys, args=args)
+        wait_us = await self.link.run_script(_TAKE, keys, *args)
         return float(wait_us) / 1_000_000
 
     async def hold(self, name: str, seconds: float) -> None:
         self._check()
-        await self._hold(keys=[self._hold_key(name)], args=[max(1, int(seconds * 1000))])
+        await self.link.run_script(_HOLD, [self._hold_key(name)], max(1, int(seconds * 1000)))

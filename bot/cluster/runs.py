@@ -143,8 +143,6 @@ class ClusterRunRegistry:
         self._ops: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._subscribed = asyncio.Event()
-        self._read_records = link.client.register_script(_READ_RECORDS)
-        self._write_records = link.client.register_script(_WRITE_RECORDS)
         self._written = True
         """A record was written (or may have been) since the last rewrite of the hash."""
         self._resyncing = asyncio.Lock()
@@ -273,10 +271,14 @@ class ClusterRunRegistry:
             added = [op["run"] for op in ops if op["op"] == "add"]
             records = [part for run in added for part in (run["run_id"], json.dumps(run))]
             deleted = [op["run_id"] for op in ops if op["op"] == "del"]
-            await self._write_records(
-                client=self.link.client,
-                keys=[self.hash_key, self.directory],
-                args=[self._lease_ms(), self.link.process_id, len(added), *records, *deleted],
+            await self.link.run_script(
+                _WRITE_RECORDS,
+                [self.hash_key, self.directory],
+                self._lease_ms(),
+                self.link.process_id,
+                len(added),
+                *records,
+                *deleted,
             )
             return
         # Not a MULTI: one connection runs the commands in order, which is all the readers
@@ -334,10 +336,8 @@ class ClusterRunRegistry:
         self._journal = []
         try:
             found: dict[str, RemoteRun] = {}
-            hashes = await self._read_records(
-                client=self.link.client,
-                keys=[self.directory],
-                args=[self.link.key("runs", ""), self.link.process_id],
+            hashes = await self.link.run_script(
+                _READ_RECORDS, [self.directory], self.link.key("runs", ""), self.link.process_id
             )
             for name, records in hashes:
                 for raw in records:

@@ -71,8 +71,6 @@ class SessionLeases:
         self.link = link
         self._lease_ms = int(link.lease_seconds * 1000)
         self._held: dict[str, float] = {}  # session key -> monotonic time its lease runs out
-        self._take = link.client.register_script(_TAKE)  # EVALSHA: the body is not resent
-        self._release = link.client.register_script(_RELEASE)
         self._to_release: set[str] = set()  # handed back, not sent yet
         self._releasing: dict[str, asyncio.Future[None]] = {}  # sent, not answered yet
         self._flush: asyncio.Task[None] | None = None
@@ -101,10 +99,14 @@ class SessionLeases:
         sent = time.monotonic()
         prefix, message = nudge or ("", "")
         try:
-            answer = await self._take(
-                client=self.link.client,
-                keys=[self._key(session_key)],
-                args=[self.link.process_id, self._lease_ms, prefix, message, assign_to or ""],
+            answer = await self.link.run_script(
+                _TAKE,
+                [self._key(session_key)],
+                self.link.process_id,
+                self._lease_ms,
+                prefix,
+                message,
+                assign_to or "",
             )
         except Exception as exc:
             self.link.mark(False, exc)
@@ -186,11 +188,7 @@ class SessionLeases:
         for key in keys:
             self._releasing[key] = sent
         try:
-            await self._release(
-                client=self.link.client,
-                keys=[self._key(k) for k in keys],
-                args=[self.link.process_id],
-            )
+            await self.link.run_script(_RELEASE, [self._key(k) for k in keys], self.link.process_id)
         except Exception as exc:  # they run out by themselves
             self.link.mark(False, exc)
         finally:

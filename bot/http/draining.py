@@ -65,6 +65,7 @@ class DrainingServer(uvicorn.Server):
             with suppress(TimeoutError):
                 async with asyncio.timeout(TICK_SECONDS):
                     await self._wake.wait()
+            self._wake.clear()  # what set it set should_exit first: on_tick sees that
             should_exit = await self.on_tick(counter)
 
     def _start_drain(self) -> None:

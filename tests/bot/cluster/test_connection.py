@@ -113,15 +113,21 @@ async def test_a_script_is_sent_once_and_again_after_redis_forgot_it(
     stack: AsyncExitStack, redis_prefix: str
 ) -> None:
     link = await started(stack, REDIS_URL, redis_prefix)
-    key = link.key("lease", "x")
-    await link.client.set(key, "me", px=1000)
-    assert await link.run_script(RENEW_IF_HELD, [key], "me", 60_000) == 1
-    sha = link._scripts[RENEW_IF_HELD].sha
-    assert await link.client.script_exists(sha) == [True]
+    free = link.key("lease", "free")
+
+    async def calls(command: str) -> int:
+        stats = await link.client.info("commandstats")
+        return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+    assert await link.run_script(RELEASE_IF_HELD, [free], "me") == 0  # loaded, if need be
+    evals, evalshas = await calls("eval"), await calls("evalsha")
+    for _ in range(3):
+        assert await link.run_script(RELEASE_IF_HELD, [free], "me") == 0
+    assert (await calls("eval"), await calls("evalsha")) == (evals, evalshas + 3)
     await link.client.script_flush()  # what a restarted Redis knows of it
-    assert await link.run_script(RENEW_IF_HELD, [key], "other", 60_000) == 0
-    assert await link.run_script(RENEW_IF_HELD, [key], "me", 60_000) == 1
-    assert await link.client.script_exists(sha) == [True]
+    await link.client.set(free, "me")
+    assert await link.run_script(RELEASE_IF_HELD, [free], "me") == 1
+    assert await link.client.get(free) is None
 
 
 @needs_redis
