@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import weakref
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,24 @@ class TestCounter:
         message = Message.user("hello world")
         assert counter.count_message(message) == 2 + 4  # two tokens + per-message overhead
         counter.count_message(message)
+        assert len(counter._cache) == 1
+
+    def test_the_cache_does_not_keep_what_it_counted(self) -> None:
+        """Counts are remembered by fingerprint: a counted message's text is freed with it,
+        and the same text counted again is still a cache hit."""
+
+        class Text(str):  # a str that can be watched with a weak reference
+            pass
+
+        counter = TokenCounter("gpt-4o")
+        text = Text("hello world " * 1000)
+        watched = weakref.ref(text)
+        counted = counter.count_message(Message.user(text))
+        assert counted > 2000
+        del text
+        gc.collect()
+        assert watched() is None
+        assert counter.count_message(Message.user("hello world " * 1000)) == counted
         assert len(counter._cache) == 1
 
     def test_calibration_follows_the_provider(self) -> None:

@@ -4,11 +4,12 @@ change a decision, and every decision is the one exact counting takes."""
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import pytest
 
-from agent_core.messages import Message, ToolCall
+from agent_core.messages import ImagePart, Message, ToolCall
 from agent_core.settings import PruningSettings
 from agent_core.testing import ScriptedProvider, reply
 from agent_core.tokens import (
@@ -82,6 +83,21 @@ def test_only_the_last_calibrations_are_replayed_and_older_ones_barely_matter() 
     deferred.load(get_encoder("gpt-4o"))
     spread = (MAX_RATIO - MIN_RATIO) / 2**REPLAYED_CALIBRATIONS
     assert abs(deferred.ratio - eager.ratio) <= spread
+
+
+def test_a_kept_calibration_does_not_keep_the_pictures() -> None:
+    """Replayed calibrations count images by number, so their bytes are not kept for it."""
+    data = bytes(range(256)) * 4096  # a 1 MiB picture
+    photo = ImagePart("p.jpg", "inbox/p.jpg", 640, 480, data=data)
+    messages = [Message.system("You are a test."), Message.user("look", images=(photo,))]
+    eager, deferred = TokenCounter("gpt-4o"), TokenCounter("gpt-4o", deferred=True)
+    before = sys.getrefcount(data)
+    eager.calibrate(messages, 3000)
+    deferred.calibrate(messages, 3000)
+    del messages, photo
+    assert sys.getrefcount(data) == before - 1  # only the local name holds it now
+    deferred.load(get_encoder("gpt-4o"))
+    assert deferred.ratio == eager.ratio
 
 
 def test_a_deferred_counter_does_not_count_until_loaded() -> None:
