@@ -158,6 +158,14 @@ _NEVER = "\x00never"
 FlushHook = Callable[[list[Message]], Awaitable[object]]
 
 
+def _end_cycle(flushed: dict[str, str | None] | None, session_key: str) -> None:
+    """Forget the session's flush mark once its summary changed: the mark only ever matches
+    the summary it was set with, and kept, there would be one per session that ever compacted,
+    for the life of the process."""
+    if flushed is not None:
+        flushed.pop(session_key, None)
+
+
 async def compact_session(
     store: SessionStore,
     session_key: str,
@@ -190,8 +198,10 @@ async def compact_session(
     now = await store.load_history(session_key)
     appended = len(now.messages) - len(messages)
     if appended < 0 or now.summary != history.summary:
+        _end_cycle(flushed, session_key)
         raise NotCompacted("the session changed under us (reset or compacted elsewhere)")
     removed = await store.set_summary(session_key, summary, len(messages) - split + appended)
+    _end_cycle(flushed, session_key)
     log.info(
         "compaction.done",
         session_key=session_key,

@@ -16,8 +16,9 @@ search.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -221,12 +222,26 @@ class MemorySync:
 
     def __init__(self, index: MemoryIndex) -> None:
         self.index = index
-        self._locks: dict[str, asyncio.Lock] = {}
+        # workspace -> its lock and how many refreshes hold or await it: dropped at 0, or
+        # there would be one per user who ever searched, for the life of the process
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _refreshing(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[key]
 
     async def refresh(self, workspace: Path) -> int:
         """Re-index changed files and drop deleted ones; returns how many files changed."""
         key = workspace_key(workspace)
-        async with self._locks.setdefault(key, asyncio.Lock()):
+        async with self._refreshing(key):
             present = await asyncio.to_thread(scan_memory_files, workspace)
             indexed = await self.index.stamps(key)
             changed = {p: s for p, s in present.items() if indexed.get(p) != s}

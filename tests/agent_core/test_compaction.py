@@ -222,6 +222,9 @@ class TestPostRun:
         assert "question 0" in summary.messages[1].content
         assert "one more" not in summary.messages[1].content  # kept, not summarized
 
+        # the flush's once-per-cycle mark ends with the cycle, not kept per session for good
+        assert "s1" not in loop.context._flushed
+
         await loop.run(request("next"))
         sent = provider.of("turn")[-1].messages
         assert sent[1].content == SUMMARY_PREFIX + "The user asked many questions."

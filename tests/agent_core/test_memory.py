@@ -141,6 +141,34 @@ async def test_sync_reindexes_only_changed_files(db: Database, tmp_path: Path) -
     assert set(await SqlMemoryIndex(db).stamps(workspace_key(ws))) == {"MEMORY.md"}
 
 
+async def test_refreshes_of_one_workspace_take_turns_and_leave_no_lock(
+    db: Database, tmp_path: Path
+) -> None:
+    """Two refreshes of one workspace never index at once, and no per-workspace lock outlives
+    them (one per user who ever searched would pile up for the life of the process)."""
+    index = SqlMemoryIndex(db)
+    sync = MemorySync(index)
+    inside: dict[str, int] = {}
+    most: dict[str, int] = {}
+    reindex = index.reindex
+
+    async def watched(key: str, *args: Any) -> None:
+        inside[key] = inside.get(key, 0) + 1
+        most[key] = max(most.get(key, 0), inside[key])
+        await asyncio.sleep(0.05)
+        await reindex(key, *args)
+        inside[key] -= 1
+
+    index.reindex = watched  # type: ignore[method-assign]
+    workspaces = [tmp_path / "a", tmp_path / "b"]
+    for ws in workspaces:
+        _write(ws, "MEMORY.md", NOTES)
+    counts = await asyncio.gather(*(sync.refresh(ws) for ws in [*workspaces, workspaces[0]]))
+    assert sorted(counts) == [0, 1, 1]  # the second refresh of "a" found it done
+    assert list(most.values()) == [1, 1]  # each workspace indexed by one refresh at a time
+    assert sync._locks == {}
+
+
 def test_scan_skips_symlinks_out_of_the_workspace(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     _write(ws, "memory/ok.md", "x")
