@@ -9,12 +9,14 @@ the blob URL). From then on ``tiktoken.get_encoding`` never touches the network.
 the ratio the provider reported (``prompt_tokens``) on the previous call, so budgets follow what
 the provider actually bills, whatever the tokenizer.
 
-The encoding costs ~27 MiB resident, and most conversations never come near a threshold where
-its exact count changes anything. A *deferred* counter (``TokenCounter(model, deferred=True)``)
-answers with :meth:`TokenCounter.ceiling`, a bound no exact count can exceed (a byte-level BPE
-token is at least one byte; a calibration moves the ratio at most to ``MAX_RATIO``), and its
-owner loads the encoding only when that bound reaches a threshold (``ContextBudget``). So every
-decision is the one exact counting would take; calibrations made meanwhile are replayed.
+The encoding costs 25 MiB resident (cl100k; o200k 47 MiB), and most conversations never come
+near a threshold where its exact count changes anything. A *deferred* counter
+(``TokenCounter(model, deferred=True)``) answers with :meth:`TokenCounter.ceiling`, a bound no
+exact count can exceed (a byte-level BPE token is at least one byte; a calibration can set the
+ratio no higher than its report over the words it counted, since a word is at least one
+token), and its owner loads the encoding only when that bound reaches a threshold
+(``ContextBudget``). So every decision is the one exact counting would take; calibrations made
+meanwhile are replayed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -155,16 +157,46 @@ def byte_bound(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
+def word_floor(text: str) -> int:
+    """At most the token count of ``text`` in cl100k and o200k (and in the estimate), computed
+    without the encoding: about three quarters of it in English prose.
+
+    tiktoken cuts text into pieces with its encoding's pattern before merging bytes, and every
+    piece becomes one token or more. No piece of either pattern holds the characters of two
+    whitespace-separated words, with two exceptions, each subtracted once per occurrence:
+    o200k's punctuation piece runs on through newlines into slashes (``".\n/"`` is one piece),
+    and U+001C..U+001F separate words for Python but are not whitespace to the patterns. Capped
+    by the 4-characters estimate, what a counter without its encoding counts.
+    (``tests/agent_core/test_tokens_deferred.py`` checks it against both encodings.)
+    """
+    if not text:
+        return 0
+    words = len(text.split()) - text.count("\n/") - text.count("\r/")
+    words -= sum(text.count(c) for c in _PYTHON_ONLY_SPACES)
+    return max(0, min(words, len(text) // 4 or 1))
+
+
+_PYTHON_ONLY_SPACES = "\x1c\x1d\x1e\x1f"
+
 IMAGE_TOKENS = 1600
 """What one image costs, about: both big providers bill a 2048-px picture near this after
 their own downscaling; the provider's reported usage calibrates the rest."""
 
 
-def _message_bound(message: Message) -> int:
-    total = MESSAGE_OVERHEAD + byte_bound(message.content) + IMAGE_TOKENS * len(message.images)
+def _message_bound(message: Message, text_bound: Callable[[str], int] = byte_bound) -> int:
+    total = MESSAGE_OVERHEAD + text_bound(message.content) + IMAGE_TOKENS * len(message.images)
     for call in message.tool_calls:
-        total += TOOL_CALL_OVERHEAD + byte_bound(call.name) + byte_bound(call.arguments)
+        total += TOOL_CALL_OVERHEAD + text_bound(call.name) + text_bound(call.arguments)
     return total
+
+
+def _ratio_bound(messages: Sequence[Message], reported_prompt_tokens: int) -> float:
+    """The most a calibration with this report can set the ratio to, without the encoding:
+    the exact count of ``messages`` is at least their word floor."""
+    floor = sum(_message_bound(m, word_floor) for m in messages)
+    if floor <= 0:
+        return MAX_RATIO
+    return min(max(reported_prompt_tokens / floor, MIN_RATIO), MAX_RATIO)
 
 
 def fingerprint(message: Message) -> int:
@@ -204,6 +236,8 @@ class TokenCounter:
             self._encoder = encoder if encoder is not None else get_encoder(model)
         self._cache: OrderedDict[int, int] = OrderedDict()  # fingerprint -> count
         self._pending: deque[tuple[tuple[Message, ...], int]] = deque(maxlen=REPLAYED_CALIBRATIONS)
+        # the most each kept calibration can set the ratio to (:func:`_ratio_bound`)
+        self._pending_ratios: deque[float] = deque(maxlen=REPLAYED_CALIBRATIONS)
         self.ratio = 1.0  # provider-reported / counted, from the last calibration
         self.calibrated = False
 
@@ -213,16 +247,20 @@ class TokenCounter:
             return
         self._encoder, self.loaded = encoder, True
         pending, self._pending = list(self._pending), deque(maxlen=REPLAYED_CALIBRATIONS)
+        self._pending_ratios.clear()
         for messages, reported in pending:
             self.calibrate(messages, reported)
 
     def ceiling(self, messages: Sequence[Message]) -> int:
         """A bound :meth:`count` can't exceed, computed without the encoding.
 
-        Until the first calibration the ratio is 1; after one, a deferred counter does not know
-        it yet and assumes the largest a calibration allows.
+        Until the first calibration the ratio is 1. After some, a deferred counter does not know
+        it yet: replayed, the calibrations kept average to at most the largest ratio any of them
+        can set, the provider's report over the words of what it counted (:func:`word_floor`).
+        Before, it assumed ``MAX_RATIO`` (4): the encoding then loaded once a request's UTF-8
+        reached about a sixteenth of the lowest threshold in English text.
         """
-        ratio = MAX_RATIO if self._pending else self.ratio
+        ratio = max(self._pending_ratios) if self._pending_ratios else self.ratio
         return math.ceil(sum(_message_bound(m) for m in messages) * ratio)
 
     def count_text(self, text: str) -> int:
@@ -268,6 +306,7 @@ class TokenCounter:
             if reported_prompt_tokens > 0:
                 kept = tuple(map(_without_image_data, messages))
                 self._pending.append((kept, reported_prompt_tokens))
+                self._pending_ratios.append(_ratio_bound(kept, reported_prompt_tokens))
             return
         counted = self.count_raw(messages)
         if reported_prompt_tokens <= 0 or counted <= 0:

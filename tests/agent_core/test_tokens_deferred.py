@@ -19,6 +19,7 @@ from agent_core.tokens import (
     TokenCounter,
     byte_bound,
     get_encoder,
+    word_floor,
 )
 from tests.agent_core.test_loop import make_loop, request
 
@@ -54,6 +55,32 @@ def test_no_text_has_more_tokens_than_utf8_bytes(model: str) -> None:
         assert len(encoder.encode(text, disallowed_special=())) <= byte_bound(text), repr(text)
 
 
+# what could put two words in one piece, or one word in none: slashes after newlines (o200k's
+# punctuation piece), separators that are whitespace to Python only, marks, contractions
+TRICKY = [
+    *PIECES, "/", "\n/", ".\n/", "!\r\n//", "\r", "\x1c", "\x1f", ".\x1d.", "\x85", "\xa0",
+    "\u3000", "\u2028", "'s", "don't", "I'LL", "e\u0301", "ǅx", "Ⅻ", "٣٤", "1234567", " /a", "a/b",
+    "  \n", "\n \n", "-\n", ":/", "http://x.y/z", "  \t", "'", ".", "\u200d",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "llama3.1"])
+def test_no_text_has_fewer_tokens_than_its_word_floor(model: str) -> None:
+    encoder = get_encoder(model)
+    assert encoder is not None
+    rng = random.Random(23)
+    # o200k counts ";\n//" as one token: 100 of them are 101 tokens for 200 Python words
+    texts = [*TRICKY, ";\n// " * 100, "}\n/ " * 100, ".\n/\n/ " * 100, ". \x1c. " * 100]
+    texts += ["".join(rng.choice(TRICKY) for _ in range(rng.randint(1, 40))) for _ in range(4000)]
+    for text in texts:
+        tokens = len(encoder.encode(text, disallowed_special=()))
+        assert word_floor(text) <= tokens, repr(text)
+        assert word_floor(text) <= max(1, len(text) // 4)  # the estimate, without an encoder
+    # and it is a useful floor: most of the count in English prose
+    prose = "The quick brown fox jumps over the lazy dog, then naps in the sun. " * 20
+    assert word_floor(prose) >= 0.7 * len(encoder.encode(prose))
+
+
 def test_the_ceiling_bounds_the_exact_count_through_calibrations() -> None:
     rng = random.Random(4)
     eager, deferred = TokenCounter("gpt-4o"), TokenCounter("gpt-4o", deferred=True)
@@ -70,6 +97,23 @@ def test_the_ceiling_bounds_the_exact_count_through_calibrations() -> None:
     assert deferred.ratio == pytest.approx(eager.ratio) and deferred.calibrated
     probe = random_messages(rng)
     assert deferred.count(probe) == eager.count(probe)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "llama3.1"])
+def test_after_a_calibration_the_ceiling_stays_within_a_few_times_the_count(model: str) -> None:
+    """A report bounds the ratio by the words it covered, not by ``MAX_RATIO``: in English the
+    ceiling is ~5 times the count (UTF-8 bytes per token times the words' share of tokens),
+    where it was ~14 times, so the encoding loads three times later in a conversation."""
+    prose = "The quick brown fox jumps over the lazy dog, then naps in the sun. "
+    messages = [Message.system("You are a helpful assistant who answers briefly. " * 40)]
+    for i in range(20):
+        messages += [Message.user(f"Question {i}: {prose * 3}"), Message.assistant(prose * 2)]
+    eager, deferred = TokenCounter(model), TokenCounter(model, deferred=True)
+    reported = eager.count_raw(messages) + 300  # the tools' schemas are billed too
+    eager.calibrate(messages, reported)
+    deferred.calibrate(messages, reported)
+    count = eager.count(messages)
+    assert count <= deferred.ceiling(messages) <= 6 * count
 
 
 def test_only_the_last_calibrations_are_replayed_and_older_ones_barely_matter() -> None:
