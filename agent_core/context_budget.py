@@ -114,7 +114,8 @@ class ContextBudget:
         # The ceiling decides whenever it can, loaded encoding or not: once a usage limit has
         # loaded it, counting every message of every call exactly cost more than half of a
         # text reply's CPU (benchmarks/serve.py --all-capabilities), for the same decision.
-        if self.deferred_counter().ceiling(messages) < self._lowest_threshold(allow_compaction):
+        lowest = self._lowest_threshold(allow_compaction)
+        if self.deferred_counter().ceiling(messages, below=lowest) < lowest:
             return FitResult(list(messages), None)  # what exact counting would decide too
         counter = await self.counter()
         window = self.settings.context_window
@@ -234,7 +235,9 @@ class ContextBudget:
         if self.compactor.too_many_messages(len(stored)):
             return True
         # should_compact grows with the tokens: no at the ceiling is no at the exact count.
-        ceiling = self.deferred_counter().ceiling(stored) + byte_bound(summary or "")
+        summary_bound = byte_bound(summary or "")
+        trigger = window * self.settings.compaction.trigger_share - summary_bound
+        ceiling = self.deferred_counter().ceiling(stored, below=trigger) + summary_bound
         if not self.compactor.should_compact(len(stored), ceiling, window):
             return False
         counter = await self.counter()

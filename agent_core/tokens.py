@@ -236,8 +236,9 @@ class TokenCounter:
             self._encoder = encoder if encoder is not None else get_encoder(model)
         self._cache: OrderedDict[int, int] = OrderedDict()  # fingerprint -> count
         self._pending: deque[tuple[tuple[Message, ...], int]] = deque(maxlen=REPLAYED_CALIBRATIONS)
-        # the most each kept calibration can set the ratio to (:func:`_ratio_bound`)
-        self._pending_ratios: deque[float] = deque(maxlen=REPLAYED_CALIBRATIONS)
+        # the most each kept calibration can set the ratio to (:func:`_ratio_bound`), worked out
+        # the first time a ceiling needs it (None until then)
+        self._pending_ratios: deque[float | None] = deque(maxlen=REPLAYED_CALIBRATIONS)
         self.ratio = 1.0  # provider-reported / counted, from the last calibration
         self.calibrated = False
 
@@ -251,17 +252,32 @@ class TokenCounter:
         for messages, reported in pending:
             self.calibrate(messages, reported)
 
-    def ceiling(self, messages: Sequence[Message]) -> int:
+    def ceiling(self, messages: Sequence[Message], below: float | None = None) -> int:
         """A bound :meth:`count` can't exceed, computed without the encoding.
 
         Until the first calibration the ratio is 1. After some, a deferred counter does not know
         it yet: replayed, the calibrations kept average to at most the largest ratio any of them
-        can set, the provider's report over the words of what it counted (:func:`word_floor`).
-        Before, it assumed ``MAX_RATIO`` (4): the encoding then loaded once a request's UTF-8
-        reached about a sixteenth of the lowest threshold in English text.
+        can set, the provider's report over the words of what it counted (:func:`word_floor`;
+        in English ~5 times the count where ``MAX_RATIO`` gives ~14, so the encoding loads
+        about three times later in a conversation). Those word floors cost a split of every
+        text a calibration counted: a caller that only needs to know whether the bound is under
+        ``below`` is answered with ``MAX_RATIO`` whenever that already is.
         """
-        ratio = max(self._pending_ratios) if self._pending_ratios else self.ratio
-        return math.ceil(sum(_message_bound(m) for m in messages) * ratio)
+        total = sum(_message_bound(m) for m in messages)
+        if not self._pending:
+            return math.ceil(total * self.ratio)
+        rough = math.ceil(total * MAX_RATIO)
+        if below is not None and rough < below:
+            return rough
+        return math.ceil(total * self._pending_ratio())
+
+    def _pending_ratio(self) -> float:
+        for i, (bound, (messages, reported)) in enumerate(
+            zip(self._pending_ratios, self._pending, strict=True)
+        ):
+            if bound is None:
+                self._pending_ratios[i] = _ratio_bound(messages, reported)
+        return max(bound for bound in self._pending_ratios if bound is not None)
 
     def count_text(self, text: str) -> int:
         if not self.loaded:
@@ -306,7 +322,7 @@ class TokenCounter:
             if reported_prompt_tokens > 0:
                 kept = tuple(map(_without_image_data, messages))
                 self._pending.append((kept, reported_prompt_tokens))
-                self._pending_ratios.append(_ratio_bound(kept, reported_prompt_tokens))
+                self._pending_ratios.append(None)
             return
         counted = self.count_raw(messages)
         if reported_prompt_tokens <= 0 or counted <= 0:

@@ -116,6 +116,21 @@ def test_after_a_calibration_the_ceiling_stays_within_a_few_times_the_count(mode
     assert count <= deferred.ceiling(messages) <= 6 * count
 
 
+def test_asking_only_whether_the_ceiling_is_under_a_threshold_gets_the_same_answer() -> None:
+    """``below`` lets the cheap bound answer alone (no word split) and changes no answer."""
+    rng = random.Random(11)
+    counter = TokenCounter("gpt-4o", deferred=True)
+    counter.calibrate(random_messages(rng), 500)
+    for _ in range(300):
+        messages, threshold = random_messages(rng), rng.randint(1, 3_000)
+        asked = counter.ceiling(messages, below=threshold)
+        assert (asked < threshold) == (counter.ceiling(messages) < threshold)
+    fresh = TokenCounter("gpt-4o", deferred=True)
+    fresh.calibrate(random_messages(rng), 500)
+    assert fresh.ceiling([Message.user("hi")], below=1_000) < 1_000
+    assert list(fresh._pending_ratios) == [None]  # the words were never split
+
+
 def test_only_the_last_calibrations_are_replayed_and_older_ones_barely_matter() -> None:
     rng = random.Random(7)
     eager, deferred = TokenCounter("gpt-4o"), TokenCounter("gpt-4o", deferred=True)
