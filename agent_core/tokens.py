@@ -164,7 +164,7 @@ def word_floor(text: str) -> int:
     tiktoken cuts text into pieces with its encoding's pattern before merging bytes, and every
     piece becomes one token or more. No piece of either pattern holds the characters of two
     whitespace-separated words, with two exceptions, each subtracted once per occurrence:
-    o200k's punctuation piece runs on through newlines into slashes (``".\n/"`` is one piece),
+    o200k's punctuation piece runs on through newlines into slashes (``".\\n/"`` is one piece),
     and U+001C..U+001F separate words for Python but are not whitespace to the patterns. Capped
     by the 4-characters estimate, what a counter without its encoding counts.
     (``tests/agent_core/test_tokens_deferred.py`` checks it against both encodings.)
@@ -201,7 +201,8 @@ def _ratio_bound(messages: Sequence[Message], reported_prompt_tokens: int) -> fl
 
 def fingerprint(message: Message) -> int:
     """What the count cache keys ``message`` by: its hash (every compared field: the text, the
-    tool calls, the images' names and sizes, not their bytes) with the text's length folded in.
+    tool calls, each image's name, path and size, not its bytes) with the text's length folded
+    in.
 
     Not the message itself, which kept every counted text and picture alive until 20,000 newer
     messages had been counted: 82 MiB for 20,000 messages of 4 KB (a tool result's size), 3 MiB
@@ -272,10 +273,9 @@ class TokenCounter:
         return math.ceil(total * self._pending_ratio())
 
     def _pending_ratio(self) -> float:
-        for i, (bound, (messages, reported)) in enumerate(
-            zip(self._pending_ratios, self._pending, strict=True)
-        ):
-            if bound is None:
+        """The largest ratio the kept calibrations can set, each worked out once."""
+        for i, (messages, reported) in enumerate(self._pending):
+            if self._pending_ratios[i] is None:
                 self._pending_ratios[i] = _ratio_bound(messages, reported)
         return max(bound for bound in self._pending_ratios if bound is not None)
 
