@@ -221,13 +221,14 @@ class Compactor:
         self._tasks: set[asyncio.Task[None]] = set()
         self.completed = 0  # compactions finished by this instance (tests, metrics)
 
+    def token_trigger(self, context_window: int) -> float:
+        """The tokens past which compaction is due (post-run; mid-loop from this many on)."""
+        return context_window * self.settings.trigger_share
+
     def should_compact(self, message_count: int, tokens: int, context_window: int) -> bool:
         if not self.settings.enabled:
             return False
-        return (
-            self.too_many_messages(message_count)
-            or tokens > context_window * self.settings.trigger_share
-        )
+        return self.too_many_messages(message_count) or tokens > self.token_trigger(context_window)
 
     def too_many_messages(self, message_count: int) -> bool:
         """Compaction is due by the message count alone (no tokens need counting)."""

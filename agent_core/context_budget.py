@@ -98,7 +98,7 @@ class ContextBudget:
         if self.settings.pruning.enabled and window > 0:
             thresholds.append(window * self.settings.pruning.soft_trim_ratio)
         if allow_compaction and self.settings.compaction.enabled:
-            thresholds.append(window * self.settings.compaction.trigger_share)
+            thresholds.append(self.compactor.token_trigger(window))
         return min(thresholds)
 
     async def fit(
@@ -125,7 +125,7 @@ class ContextBudget:
         tokens = counter.count(pruned.messages)
         result = FitResult(pruned.messages, tokens)
         result.pruned = pruned.soft_trimmed + pruned.hard_cleared
-        trigger = window * self.settings.compaction.trigger_share
+        trigger = self.compactor.token_trigger(window)
         if allow_compaction and self.settings.compaction.enabled and tokens >= trigger:
             try:
                 provider = metered(self.provider, meter, request, self)
@@ -236,7 +236,7 @@ class ContextBudget:
             return True
         # should_compact grows with the tokens: no at the ceiling is no at the exact count.
         summary_bound = byte_bound(summary or "")
-        trigger = window * self.settings.compaction.trigger_share - summary_bound
+        trigger = self.compactor.token_trigger(window) - summary_bound
         ceiling = self.deferred_counter().ceiling(stored, below=trigger) + summary_bound
         if not self.compactor.should_compact(len(stored), ceiling, window):
             return False
