@@ -221,6 +221,21 @@ def _without_image_data(message: Message) -> Message:
     return dataclasses.replace(message, images=images)
 
 
+@dataclasses.dataclass(slots=True)
+class _Kept:
+    """A calibration a deferred counter keeps to replay once its encoding loads."""
+
+    messages: tuple[Message, ...]
+    reported: int
+    _ratio_bound: float | None = None  # worked out the first time a ceiling needs it
+
+    def ratio_bound(self) -> float:
+        """The most this calibration can set the ratio to (:func:`_ratio_bound`)."""
+        if self._ratio_bound is None:
+            self._ratio_bound = _ratio_bound(self.messages, self.reported)
+        return self._ratio_bound
+
+
 class TokenCounter:
     """Counts messages for one model; per-message cache; calibrated by provider reports.
 
@@ -236,10 +251,7 @@ class TokenCounter:
         if not deferred:
             self._encoder = encoder if encoder is not None else get_encoder(model)
         self._cache: OrderedDict[int, int] = OrderedDict()  # fingerprint -> count
-        self._pending: deque[tuple[tuple[Message, ...], int]] = deque(maxlen=REPLAYED_CALIBRATIONS)
-        # the most each kept calibration can set the ratio to (:func:`_ratio_bound`), worked out
-        # the first time a ceiling needs it (None until then)
-        self._pending_ratios: deque[float | None] = deque(maxlen=REPLAYED_CALIBRATIONS)
+        self._pending: deque[_Kept] = deque(maxlen=REPLAYED_CALIBRATIONS)
         self.ratio = 1.0  # provider-reported / counted, from the last calibration
         self.calibrated = False
 
@@ -249,9 +261,8 @@ class TokenCounter:
             return
         self._encoder, self.loaded = encoder, True
         pending, self._pending = list(self._pending), deque(maxlen=REPLAYED_CALIBRATIONS)
-        self._pending_ratios.clear()
-        for messages, reported in pending:
-            self.calibrate(messages, reported)
+        for kept in pending:
+            self.calibrate(kept.messages, kept.reported)
 
     def ceiling(self, messages: Sequence[Message], below: float | None = None) -> int:
         """A bound :meth:`count` can't exceed, computed without the encoding.
@@ -273,11 +284,8 @@ class TokenCounter:
         return math.ceil(total * self._pending_ratio())
 
     def _pending_ratio(self) -> float:
-        """The largest ratio the kept calibrations can set, each worked out once."""
-        for i, (messages, reported) in enumerate(self._pending):
-            if self._pending_ratios[i] is None:
-                self._pending_ratios[i] = _ratio_bound(messages, reported)
-        return max(bound for bound in self._pending_ratios if bound is not None)
+        """The largest ratio the kept calibrations can set."""
+        return max(kept.ratio_bound() for kept in self._pending)
 
     def count_text(self, text: str) -> int:
         if not self.loaded:
@@ -320,9 +328,8 @@ class TokenCounter:
         """
         if not self.loaded:
             if reported_prompt_tokens > 0:
-                kept = tuple(map(_without_image_data, messages))
-                self._pending.append((kept, reported_prompt_tokens))
-                self._pending_ratios.append(None)
+                light = tuple(map(_without_image_data, messages))
+                self._pending.append(_Kept(light, reported_prompt_tokens))
             return
         counted = self.count_raw(messages)
         if reported_prompt_tokens <= 0 or counted <= 0:

@@ -128,7 +128,7 @@ def test_asking_only_whether_the_ceiling_is_under_a_threshold_gets_the_same_answ
     fresh = TokenCounter("gpt-4o", deferred=True)
     fresh.calibrate(random_messages(rng), 500)
     assert fresh.ceiling([Message.user("hi")], below=1_000) < 1_000
-    assert list(fresh._pending_ratios) == [None]  # the words were never split
+    assert [kept._ratio_bound for kept in fresh._pending] == [None]  # no words were split
 
 
 def test_only_the_last_calibrations_are_replayed_and_older_ones_barely_matter() -> None:
@@ -213,4 +213,4 @@ async def test_a_short_conversation_never_loads_the_encoding(tmp_path: Path) -> 
     counter = loop.context.deferred_counter()
     assert not counter.loaded
     # the provider's reports were kept for when it is loaded
-    assert counter._pending and all(n > 0 for _, n in counter._pending)
+    assert counter._pending and all(kept.reported > 0 for kept in counter._pending)
