@@ -124,6 +124,8 @@ def get_encoder(model: str) -> Encoder | None:
         try:
             seed_tiktoken_cache()
             encoder = _load_lean(name)
+            # the process's memory grows by 25 MiB (cl100k) or 47 (o200k) for good: say so
+            log.info("tokens.encoding_loaded", encoding=name, model=model)
         except Exception as exc:  # no tiktoken, no bundle, unwritable cache: estimate instead
             log.warning("tokens.encoder_unavailable", encoding=name, error=str(exc)[:200])
             encoder = None
