@@ -50,13 +50,13 @@ async def test_killed_processes_lose_nothing_and_double_only_in_the_send_window(
     assert (slack["lost"], slack["doubled"]) == (0, 0), (slack, f"seed {seed}")
     assert slack["exactly_once"] == slack["sent"] == 50
     # Telegram and Zalo can't be asked whether a chunk went out: a kill between its send and its
-    # record resends it on replay (docs/deploys.md). Such a double is allowed, once, and only
-    # when the process that sent the first copy was killed within seconds of sending it.
+    # record resends it on replay (docs/deploys.md). Such a double is allowed, once per answer,
+    # and only when the process that sent the first copy was killed within seconds of sending
+    # it. How many answers a kill doubles is not bounded by a count: one kill lands in the send
+    # window of every chat that process was answering at that instant (seed 430888134 doubled
+    # three Zalo answers, each attributed to its sender's kill).
     for row in (telegram, zalo):
         assert row["doubled"] == row["doubled_after_kill"], (row, f"seed {seed}")
-        assert row["most_copies"] == 1 or (row["most_copies"] == 2 and row["doubled"] <= 2), (
-            row,
-            f"seed {seed}",
-        )
+        assert row["most_copies"] <= 2, (row, f"seed {seed}")
     assert telegram["lost"] == 0, (telegram, f"seed {seed}")
     assert telegram["exactly_once"] + telegram["doubled"] == telegram["sent"] == 50
