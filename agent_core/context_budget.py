@@ -23,7 +23,7 @@ from agent_core.memory_flush import run_memory_flush
 from agent_core.messages import Message
 from agent_core.metered_provider import metered
 from agent_core.providers.base import Provider
-from agent_core.pruning import prune_context
+from agent_core.pruning import could_prune, prune_context
 from agent_core.run import RunRequest
 from agent_core.settings import AgentSettings
 from agent_core.store import SessionStore, TraceStore
@@ -91,15 +91,18 @@ class ContextBudget:
         """Tokens a request may use: the window minus what the answer may take."""
         return max(self.settings.context_window - (self.settings.max_tokens or 0), 1)
 
-    def _lowest_threshold(self, allow_compaction: bool) -> float:
-        """The fewest tokens at which :meth:`fit` does anything but pass the messages on."""
+    def _thresholds(self, allow_compaction: bool) -> tuple[float, float]:
+        """The fewest tokens at which :meth:`fit` does anything but pass the messages on: with
+        pruning's first pass, and without it (for messages it could not change anyway)."""
         window = self.settings.context_window
         thresholds = [self.limit + 1.0]  # over budget
-        if self.settings.pruning.enabled and window > 0:
-            thresholds.append(window * self.settings.pruning.soft_trim_ratio)
         if allow_compaction and self.settings.compaction.enabled:
             thresholds.append(self.compactor.token_trigger(window))
-        return min(thresholds)
+        without_pruning = min(thresholds)
+        if not (self.settings.pruning.enabled and window > 0):
+            return without_pruning, without_pruning
+        soft_trim = window * self.settings.pruning.soft_trim_ratio
+        return min(without_pruning, soft_trim), without_pruning
 
     async def fit(
         self,
@@ -114,9 +117,15 @@ class ContextBudget:
         # The ceiling decides whenever it can, loaded encoding or not: once a usage limit has
         # loaded it, counting every message of every call exactly cost more than half of a
         # text reply's CPU (benchmarks/serve.py --all-capabilities), for the same decision.
-        lowest = self._lowest_threshold(allow_compaction)
-        if self.deferred_counter().ceiling(messages, below=lowest) < lowest:
+        lowest, unprunable = self._thresholds(allow_compaction)
+        ceiling = self.deferred_counter().ceiling(messages, below=lowest)
+        if ceiling < lowest:
             return FitResult(list(messages), None)  # what exact counting would decide too
+        # Pruning only shortens long tool results: without one (a chat, short tool answers)
+        # its thresholds decide nothing, and the encoding (25-47 MiB, agent_core/tokens.py)
+        # waits for compaction's, 2.5 times further into the conversation by default.
+        if ceiling < unprunable and not could_prune(messages, self.settings.pruning):
+            return FitResult(list(messages), None)
         counter = await self.counter()
         window = self.settings.context_window
         pruned = prune_context(

@@ -55,6 +55,22 @@ def prunable_indices(messages: Sequence[Message], keep_last_assistants: int) -> 
     return [i for i in range(first_user + 1, cutoff) if messages[i].role == "tool"]
 
 
+def could_prune(messages: Sequence[Message], settings: PruningSettings) -> bool:
+    """Whether :func:`prune_context` could change ``messages`` at any ratio: some tool result
+    outside the protected zone is long enough to be soft-trimmed or hard-cleared. When none is,
+    the passes' thresholds decide nothing, so their count need not be taken."""
+
+    def actionable(content: str) -> bool:
+        return len(content) > settings.soft_trim_max_chars or (
+            len(content) >= settings.min_prunable_tool_chars and content != CLEARED
+        )
+
+    return settings.enabled and any(
+        actionable(messages[i].content)
+        for i in prunable_indices(messages, settings.keep_last_assistants)
+    )
+
+
 def soft_trim(content: str, max_chars: int, keep_chars: int) -> str:
     if len(content) <= max_chars:
         return content

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from pathlib import Path
 
 from agent_core.history import is_valid_sequence
 from agent_core.messages import Message, ToolCall
-from agent_core.pruning import CLEARED, SOFT_TRIM_JOINER, prunable_indices, prune_context
+from agent_core.pruning import (
+    CLEARED,
+    SOFT_TRIM_JOINER,
+    could_prune,
+    prunable_indices,
+    prune_context,
+)
 from agent_core.settings import PruningSettings
 from agent_core.testing import ScriptedProvider, call, reply, tool_calls
 from tests.agent_core.test_loop import make_loop, request
@@ -35,6 +42,41 @@ class TestProtectedZone:
         assert prunable_indices(messages, 3) == []
         assert prunable_indices(messages, 1) == [3, 5]
         assert prunable_indices(messages, 0) == [3, 5, 7]
+
+
+class TestCouldPrune:
+    """``could_prune`` lets the context budget skip pruning's thresholds (and the tokenizer):
+    it must never say no where the passes would change something."""
+
+    def test_no_means_the_passes_change_nothing_at_any_ratio(self) -> None:
+        rng = random.Random(7)
+        settings_cases = [
+            PruningSettings(),
+            PruningSettings(soft_trim_max_chars=40, soft_trim_keep_chars=10),
+            PruningSettings(min_prunable_tool_chars=0),
+            PruningSettings(soft_trim_max_chars=10_000, min_prunable_tool_chars=30),
+            PruningSettings(keep_last_assistants=0),
+        ]
+        said = {True: 0, False: 0}
+        for _ in range(400):
+            settings = rng.choice(settings_cases)
+            sizes = [rng.choice((0, 5, 30, 41, 100, 6_001)) for _ in range(rng.randint(0, 4))]
+            messages = session(*sizes, tail_assistants=rng.randint(0, 4))
+            if rng.random() < 0.2 and sizes:
+                messages[3] = Message.tool(messages[2].tool_calls[0], CLEARED)
+            verdict = could_prune(messages, settings)
+            said[verdict] += 1
+            # a count far over both thresholds: the passes do all they can
+            result = prune_context(messages, budget=1, count=lambda m: 10**9, settings=settings)
+            if not verdict:
+                assert result.messages == messages and not result.changed, (sizes, settings)
+        assert said[True] and said[False]  # both answers were exercised
+
+    def test_a_long_result_in_the_protected_zone_is_not_prunable(self) -> None:
+        settings = PruningSettings()  # the last 3 assistants, the tool call's among them
+        assert not could_prune(session(60_000, tail_assistants=2), settings)
+        assert could_prune(session(60_000, tail_assistants=3), settings)
+        assert not could_prune(session(60_000, tail_assistants=3), PruningSettings(mode="off"))
 
 
 class TestPasses:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_core.messages import ImagePart, Message, ToolCall
+from agent_core.pruning import prune_context
 from agent_core.settings import PruningSettings
 from agent_core.testing import ScriptedProvider, reply
 from agent_core.tokens import (
@@ -27,6 +28,9 @@ PIECES = [
     "hello", " world", "\n\n", "    ", "ö", "é", "😀", "漢字", "ﬁ", "<|endoftext|>", "\t",
     "123456", "!!!", "\u200b", "\ud800", "Привет", "🇻🇳", "a" * 40, " " * 17, "def f(x):",
 ]  # fmt: skip
+
+
+PRUNING = PruningSettings()
 
 
 def random_text(rng: random.Random) -> str:
@@ -203,6 +207,35 @@ async def test_fit_decides_as_exact_counting_does_and_loads_only_when_it_must(
     big_loop = make_loop(tmp_path, ScriptedProvider(), context_window=3_000, pruning=pruning)[0]
     big = await big_loop.context.fit(sized(9_000), allow_compaction=False)
     assert big.pruned == 1 and big_loop.context.deferred_counter().loaded
+
+
+@pytest.mark.parametrize("compaction", [True, False])
+async def test_a_conversation_pruning_cannot_change_waits_for_compactions_threshold(
+    tmp_path: Path, compaction: bool
+) -> None:
+    # Pruning shortens long tool results only. A chat past its first threshold (0.3 of the
+    # window) but with no such result stays uncounted until compaction's (0.75) or the budget's.
+    loop, _, _ = make_loop(tmp_path, ScriptedProvider(), context_window=3_000)
+    context, exact = loop.context, TokenCounter("m")
+    call = ToolCall("c1", "read_file", '{"path": "f"}')
+    messages = [Message.system("You are a test."), Message.user("read f")]
+    messages += [Message.assistant("", (call,)), Message.tool(call, "x" * 500)]  # too short
+    for i in range(3):  # "x1 " is about 1.5 bytes a token: the ceiling stays near the count
+        messages += [Message.user(f"q{i} " + "x1 " * 80), Message.assistant("x1 " * 80)]
+    lowest, unprunable = context._thresholds(compaction)
+    assert lowest == 900 <= exact.count(messages)  # exact counting would run the pruning pass
+    assert context.deferred_counter().ceiling(messages) < unprunable
+    # ... which changes nothing here, so neither does skipping it
+    unchanged = prune_context(messages, budget=3_000, count=exact.count, settings=PRUNING)
+    assert unchanged.messages == messages and not unchanged.changed
+    fit = await context.fit(list(messages), allow_compaction=compaction)
+    assert fit.messages == messages and fit.tokens is None
+    assert (fit.pruned, fit.compacted, fit.exceeded) == (0, False, False)
+    assert not context.deferred_counter().loaded
+    # the same chat with one long tool result: now the count decides, and the result is trimmed
+    messages[3] = Message.tool(call, "x" * 7_000)
+    fit = await context.fit(list(messages), allow_compaction=compaction)
+    assert context.deferred_counter().loaded and fit.tokens is not None and fit.pruned == 1
 
 
 async def test_a_short_conversation_never_loads_the_encoding(tmp_path: Path) -> None:
