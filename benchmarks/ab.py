@@ -15,7 +15,10 @@ copy of the benchmark, and compares the medians: both sides see the same hour.
 
 Prints each run, a table of medians and one JSON line; ``--out`` also writes the JSON. Exit 1
 when the after side's median CPU per reply is more than ``--tolerance`` above the before
-side's. Both sides run with this interpreter (this checkout's virtualenv).
+side's, or, with ``--rss-tolerance``, its median peak RSS more than that above (not judged by
+default: ``--after-args`` may configure more on one side). Both sides run with this interpreter
+(this checkout's virtualenv). Arguments after ``--`` go to both sides' own copy of serve.py: for
+a commit older than ``--long-chats``, spell it ``-- --chats 50 --per-chat 200``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGED = "cpu_ms_per_reply"
+RSS = "peak_rss_mib"
 SIDES = ("before", "after")
 
 
@@ -99,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tolerance", type=float, default=0.25, help="allowed growth (0.25: 25 %%)"
     )
+    parser.add_argument(
+        "--rss-tolerance",
+        type=float,
+        help="also judge the median peak RSS: allowed growth (0.03: 3 %%); default: not judged",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON result here")
     parser.add_argument(
         "--after-args",
@@ -132,17 +141,31 @@ def main(argv: list[str] | None = None) -> int:
         change = f"{now / was - 1:+.0%}" if was else ""
         print(f"{name:<22}{was:>12}{now:>12}{change:>10}")
     ratio = medians["after"][JUDGED] / medians["before"][JUDGED]
+    rss_ratio = medians["after"][RSS] / medians["before"][RSS]
     line = json.dumps(
-        {"refs": refs, "args": side_args, "medians": medians, "runs": runs, "cpu_ratio": ratio}
+        {
+            "refs": refs,
+            "args": side_args,
+            "medians": medians,
+            "runs": runs,
+            "cpu_ratio": ratio,
+            "rss_ratio": rss_ratio,
+        }
     )
     print(line)
     if args.out is not None:
         args.out.write_text(line + "\n")
-    if ratio > 1 + args.tolerance:
-        print(f"FAIL: {JUDGED} {ratio:.2f}x the before side's (allowed {1 + args.tolerance:.2f}x)")
-        return 1
-    print(f"OK: {JUDGED} {ratio:.2f}x the before side's")
-    return 0
+    verdicts = [(JUDGED, ratio, args.tolerance)]
+    if args.rss_tolerance is not None:
+        verdicts.append((RSS, rss_ratio, args.rss_tolerance))
+    failed = False
+    for name, value, tolerance in verdicts:
+        if value > 1 + tolerance:
+            failed = True
+            print(f"FAIL: {name} {value:.2f}x the before side's (allowed {1 + tolerance:.2f}x)")
+        else:
+            print(f"OK: {name} {value:.2f}x the before side's")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
