@@ -49,11 +49,14 @@ class _Server(uvicorn.Server):
             sock.close()
         for connection in list(self.server_state.connections):
             connection.shutdown()  # an idle keep-alive one closes; a busy one after its answer
+        state = self.server_state
         try:
-            async with asyncio.timeout(self.config.timeout_graceful_shutdown):
-                while self.server_state.connections or self.server_state.tasks:
-                    await asyncio.sleep(0.002)
-        except TimeoutError:
+            await wait_until(
+                lambda: not (state.connections or state.tasks),
+                self.config.timeout_graceful_shutdown,
+                interval=0.002,
+            )
+        except TimeoutError:  # WaitTimeout is one
             for task in self.server_state.tasks:
                 task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
         for server in self.servers:
