@@ -59,16 +59,17 @@ def could_prune(messages: Sequence[Message], settings: PruningSettings) -> bool:
     """Whether :func:`prune_context` could change ``messages`` at any ratio: some tool result
     outside the protected zone is long enough to be soft-trimmed or hard-cleared. When none is,
     the passes' thresholds decide nothing, so their count need not be taken."""
-
-    def actionable(content: str) -> bool:
-        return len(content) > settings.soft_trim_max_chars or (
-            len(content) >= settings.min_prunable_tool_chars and content != CLEARED
-        )
-
     return settings.enabled and any(
-        actionable(messages[i].content)
+        len(content := messages[i].content) > settings.soft_trim_max_chars
+        or _clearable(len(content), content, settings)
         for i in prunable_indices(messages, settings.keep_last_assistants)
     )
+
+
+def _clearable(original_chars: int, content: str, settings: PruningSettings) -> bool:
+    """Whether the hard clear may replace a result that was ``original_chars`` long before any
+    soft trim (shared by :func:`prune_context` and :func:`could_prune`)."""
+    return original_chars >= settings.min_prunable_tool_chars and content != CLEARED
 
 
 def soft_trim(content: str, max_chars: int, keep_chars: int) -> str:
@@ -102,7 +103,7 @@ def prune_context(
     ratio = count(out) / budget
     if ratio >= settings.hard_clear_ratio:
         for i in candidates:
-            if original[i] < settings.min_prunable_tool_chars or out[i].content == CLEARED:
+            if not _clearable(original[i], out[i].content, settings):
                 continue
             out[i] = replace(out[i], content=CLEARED)
             cleared += 1
