@@ -241,8 +241,8 @@ async def redis_cpu(client: aioredis.Redis) -> float:
 
 
 async def drop_schema(database_url: str, schema: str) -> None:
-    async with await open_database(database_url, schema=schema) as db, db.engine.begin() as conn:
-        await conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+    async with await open_database(database_url, schema=schema) as db:
+        await db.run_write(lambda conn: conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
 async def drop_keys(client: aioredis.Redis, prefix: str) -> None:

@@ -24,7 +24,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import update
+from sqlalchemy import Connection, update
 
 from agent_core import parse_schedule
 from agent_core.testing import ScriptedProvider
@@ -87,13 +87,20 @@ async def bench(jobs: int, spread: float, lead: float, workdir: Path, database: 
             )
             ids.append(job.id)
         first_due = datetime.now(UTC) + timedelta(seconds=lead)
-        async with app.db.write() as s:
-            for n, (job_id, origin) in enumerate(zip(ids, origins, strict=True)):
-                at = first_due + timedelta(seconds=spread * n / max(1, jobs))
-                await s.execute(
+        times = {
+            job_id: first_due + timedelta(seconds=spread * n / max(1, jobs))
+            for n, job_id in enumerate(ids)
+        }
+        for job_id, origin in zip(ids, origins, strict=True):
+            due[origin.chat.chat_id] = times[job_id]
+
+        def schedule_all(conn: Connection) -> None:
+            for job_id, at in times.items():
+                conn.execute(
                     update(CronJobRow).where(CronJobRow.id == job_id).values(next_run_at=at)
                 )
-                due[origin.chat.chat_id] = at
+
+        await app.db.run_write(schedule_all)
         # Waits for the first due time: the benchmark measures from there.
         await asyncio.sleep(max(0.0, (first_due - datetime.now(UTC)).total_seconds()))
         cpu0, wall0 = time.process_time(), time.time()

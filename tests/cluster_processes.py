@@ -40,12 +40,13 @@ from typing import Any
 import httpx
 import yaml
 from redis.asyncio import Redis
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from bot.storage import Database, open_database
 from tests.fakes.llm_server import FakeLLM, ScriptItem
 from tests.fakes.telegram_server import FakeTelegram
 from tests.service_support import clean_env, free_port
+from tests.storage_support import drop_schema
 
 SOURCE = Path(os.environ.get("CLUSTER_TEST_SOURCE") or Path(__file__).resolve().parents[1])
 """Where the processes import Loopgate from: this checkout, or (``CLUSTER_TEST_SOURCE``) another
@@ -394,8 +395,7 @@ class ServeCluster:
             await self._http.aclose()
             self._http = None
         if self._db is not None:
-            async with self._db.engine.begin() as conn:
-                await conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+            await drop_schema(self._db, self.schema, if_exists=True)
             await self._db.aclose()
             self._db = None
         with contextlib.suppress(Exception):
@@ -491,9 +491,12 @@ class ServeCluster:
         if session_key is not None:
             query += " WHERE session_key = :key"
             params["key"] = session_key
-        async with self._db.engine.connect() as conn:
-            rows = (await conn.execute(text(query + " ORDER BY id"), params)).mappings().all()
-        return [dict(row) for row in rows]
+
+        def read(conn: Connection) -> list[dict[str, Any]]:
+            rows = conn.execute(text(query + " ORDER BY id"), params).mappings().all()
+            return [dict(row) for row in rows]
+
+        return await self._db.run_read(read)
 
     @property
     def db(self) -> Database:

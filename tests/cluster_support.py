@@ -26,7 +26,7 @@ from bot.config import Config
 from bot.storage import open_database
 from tests.conftest import make_config
 from tests.fakes.llm_server import FakeLLM
-from tests.storage_support import PG_URL
+from tests.storage_support import PG_URL, drop_schema
 
 REDIS_URL = os.environ.get("LOOPGATE_TEST_REDIS_URL", "")
 
@@ -124,8 +124,8 @@ async def shared_schema(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     schema = f"test_{uuid.uuid4().hex[:16]}"
     monkeypatch.setattr(bot.app, "open_database", functools.partial(open_database, schema=schema))
     yield schema
-    async with await open_database(PG_URL, schema=schema) as db, db.engine.begin() as conn:
-        await conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+    async with await open_database(PG_URL, schema=schema) as db:
+        await drop_schema(db, schema)
 
 
 ClusterConfig = Callable[..., Config]

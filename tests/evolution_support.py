@@ -7,10 +7,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import Connection, insert
 
 from agent_core.tracing import arguments_digest
 from bot.config import Config, parse_config
@@ -88,12 +89,17 @@ async def seed_runs(
                     attributes,
                 )
             )
-    async with db.write() as s:
-        if traces:
-            await s.execute(insert(TraceRow), traces)
-        if spans:
-            await s.execute(insert(SpanRow), spans)
+    await db.run_write(partial(_insert_runs, traces=traces, spans=spans))
     return ids
+
+
+def _insert_runs(
+    conn: Connection, traces: list[dict[str, Any]], spans: list[dict[str, Any]]
+) -> None:
+    if traces:
+        conn.execute(insert(TraceRow), traces)
+    if spans:
+        conn.execute(insert(SpanRow), spans)
 
 
 def _span(
@@ -134,8 +140,7 @@ async def seed_memory_files(db: Database, workspace: Path, count: int) -> None:
         }
         for i in range(count)
     ]
-    async with db.write() as s:
-        await s.execute(insert(MemoryFileRow), rows)
+    await db.run_write(lambda conn: conn.execute(insert(MemoryFileRow), rows))
 
 
 async def seed_failing_read_file(db: Database) -> None:

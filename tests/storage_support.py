@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection
 
 from bot.storage import Database, open_database
 
@@ -48,8 +49,19 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         return
     backend = Backend("postgres", PG_URL, schema=f"test_{uuid.uuid4().hex[:16]}")
     yield backend
-    async with await backend.open() as db, db.engine.begin() as conn:
-        await conn.exec_driver_sql(f'DROP SCHEMA "{backend.schema}" CASCADE')
+    assert backend.schema is not None
+    async with await backend.open() as db:
+        await drop_schema(db, backend.schema)
+
+
+async def drop_schema(db: Database, schema: str, *, if_exists: bool = False) -> None:
+    """``DROP SCHEMA`` (Postgres) with everything in it, in a transaction of its own."""
+    if_clause = "IF EXISTS " if if_exists else ""
+
+    def drop(conn: Connection) -> None:
+        conn.exec_driver_sql(f'DROP SCHEMA {if_clause}"{schema}" CASCADE')
+
+    await db.run_write(drop)
 
 
 @pytest.fixture

@@ -76,5 +76,4 @@ def reactions(tg: FakeTelegram, message_id: int) -> list[str]:
 
 
 async def session_keys(app: Loopgate) -> list[str]:
-    async with app.db.sessionmaker() as s:
-        return list(await s.scalars(select(SessionRow.key)))
+    return await app.db.run_read(lambda conn: list(conn.execute(select(SessionRow.key)).scalars()))

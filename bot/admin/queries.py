@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, Row, func, select
 
 from agent_core import Span, Trace
 from bot.app import Loopgate
@@ -47,17 +47,16 @@ async def sessions(loopgate: Loopgate, *, limit: int = 100) -> list[dict[str, An
         .subquery()
     )
     query = (
-        select(SessionRow, func.coalesce(counts.c.messages, 0))
+        select(SessionRow, func.coalesce(counts.c.messages, 0).label("messages"))
         .outerjoin(counts, counts.c.session_key == SessionRow.key)
         .order_by(SessionRow.updated_at.desc())
         .limit(limit)
     )
-    async with loopgate.db.sessionmaker() as s:
-        rows = (await s.execute(query)).all()
-    return [_session(row, int(count)) for row, count in rows]
+    rows = await loopgate.db.run_read(lambda conn: conn.execute(query).all())
+    return [_session(row, int(row.messages)) for row in rows]
 
 
-def _session(row: SessionRow, messages: int) -> dict[str, Any]:
+def _session(row: Row[Any], messages: int) -> dict[str, Any]:
     # Rows written by the loop leave agent and channel empty: the key names both.
     chat = chat_of(row.key)
     return {
@@ -80,18 +79,10 @@ async def session_messages(
     loopgate: Loopgate, key: str, *, limit: int = 200
 ) -> dict[str, Any] | None:
     """The session's newest ``limit`` messages, oldest first; None for an unknown session."""
-    async with loopgate.db.sessionmaker() as s:
-        session = await s.get(SessionRow, key)
-        if session is None:
-            return None
-        rows = list(
-            await s.scalars(
-                select(MessageRow)
-                .where(MessageRow.session_key == key)
-                .order_by(MessageRow.id.desc())
-                .limit(limit)
-            )
-        )
+    found = await loopgate.db.run_read(lambda conn: _session_and_messages(conn, key, limit))
+    if found is None:
+        return None
+    session, rows = found
     messages = [
         {
             "id": row.id,
@@ -110,6 +101,21 @@ async def session_messages(
         "summary": redact(session.summary) if session.summary else None,
         "messages": messages,
     }
+
+
+def _session_and_messages(
+    conn: Connection, key: str, limit: int
+) -> tuple[Row[Any], list[Row[Any]]] | None:
+    session = conn.execute(select(SessionRow).where(SessionRow.key == key)).one_or_none()
+    if session is None:
+        return None
+    rows = conn.execute(
+        select(MessageRow)
+        .where(MessageRow.session_key == key)
+        .order_by(MessageRow.id.desc())
+        .limit(limit)
+    ).all()
+    return session, list(rows)
 
 
 def _trace_summary(trace: Trace) -> dict[str, Any]:

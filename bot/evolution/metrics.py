@@ -10,10 +10,12 @@ evolution engine exists (older spans simply never count as repeats).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, distinct, func, literal, or_, select
+from sqlalchemy import ColumnElement, Connection, Row, case, distinct, func, literal, or_, select
 
 from bot.evolution.records import AgentMetrics, ToolStats
 from bot.storage import Database
@@ -23,6 +25,8 @@ MEMORY_SEARCH_TOOL = "memory_search"
 TOOL_KINDS = ("tool", "async_tool")
 FAILED_STATUSES = ("error", "failed")
 CAPPED_STATUSES = ("max_iterations", "budget_exceeded")
+
+_Rows = Sequence[Row[*tuple[Any, ...]]]
 
 
 def _window(start: datetime, end: datetime, agent_id: str | None) -> list[ColumnElement[bool]]:
@@ -43,23 +47,9 @@ async def compute_metrics(
     only), ordered by agent id."""
     where = _window(start, end, agent_id)
     await db.trace_writer.flush()  # traces are written behind the runs
-    async with db.sessionmaker() as s:
-        runs = (
-            await s.execute(
-                select(
-                    TraceRow.agent_id,
-                    TraceRow.status,
-                    func.count(),
-                    func.coalesce(func.sum(TraceRow.input_tokens), 0),
-                    func.coalesce(func.sum(TraceRow.output_tokens), 0),
-                )
-                .where(*where)
-                .group_by(TraceRow.agent_id, TraceRow.status)
-            )
-        ).all()
-        tools = (await s.execute(_tool_query(where))).all()
-        repeats, repeat_runs = await _repeats(s, where)
-        latency = await _latency(s, where)
+    runs, tools, (repeats, repeat_runs), latency = await db.run_read(
+        partial(_read_window, where=where)
+    )
 
     acc: dict[str, dict[str, Any]] = defaultdict(_empty)
     for agent, status, count, tokens_in, tokens_out in runs:
@@ -100,6 +90,30 @@ async def compute_metrics(
     return out
 
 
+def _read_window(
+    conn: Connection, where: list[ColumnElement[bool]]
+) -> tuple[
+    _Rows,
+    _Rows,
+    tuple[_Rows, _Rows],
+    dict[str, tuple[float, float]],
+]:
+    """Every query of :func:`compute_metrics`, in one read."""
+    runs = conn.execute(
+        select(
+            TraceRow.agent_id,
+            TraceRow.status,
+            func.count(),
+            func.coalesce(func.sum(TraceRow.input_tokens), 0),
+            func.coalesce(func.sum(TraceRow.output_tokens), 0),
+        )
+        .where(*where)
+        .group_by(TraceRow.agent_id, TraceRow.status)
+    ).all()
+    tools = conn.execute(_tool_query(where)).all()
+    return runs, tools, _repeats(conn, where), _latency(conn, where)
+
+
 def _empty() -> dict[str, Any]:
     return {
         "runs": 0,
@@ -128,7 +142,7 @@ def _tool_query(where: list[ColumnElement[bool]]) -> Any:
     )
 
 
-async def _repeats(s: Any, where: list[ColumnElement[bool]]) -> tuple[list[Any], list[Any]]:
+def _repeats(conn: Connection, where: list[ColumnElement[bool]]) -> tuple[_Rows, _Rows]:
     """Per agent and tool: calls beyond the first of each (run, tool, arguments) group; and
     per agent: how many runs had any."""
     args_hash = SpanRow.attributes["args_hash"].as_string()
@@ -146,24 +160,20 @@ async def _repeats(s: Any, where: list[ColumnElement[bool]]) -> tuple[list[Any],
         .having(func.count() > 1)
         .subquery()
     )
-    by_tool = (
-        await s.execute(
-            select(groups.c.agent_id, groups.c.name, func.sum(groups.c.n - literal(1))).group_by(
-                groups.c.agent_id, groups.c.name
-            )
+    by_tool = conn.execute(
+        select(groups.c.agent_id, groups.c.name, func.sum(groups.c.n - literal(1))).group_by(
+            groups.c.agent_id, groups.c.name
         )
     ).all()
-    runs = (
-        await s.execute(
-            select(groups.c.agent_id, func.count(distinct(groups.c.trace_id))).group_by(
-                groups.c.agent_id
-            )
+    runs = conn.execute(
+        select(groups.c.agent_id, func.count(distinct(groups.c.trace_id))).group_by(
+            groups.c.agent_id
         )
     ).all()
     return by_tool, runs
 
 
-async def _latency(s: Any, where: list[ColumnElement[bool]]) -> dict[str, tuple[float, float]]:
+def _latency(conn: Connection, where: list[ColumnElement[bool]]) -> dict[str, tuple[float, float]]:
     """Nearest-rank p50 and p95 of run durations (the root span's), cancelled runs left out.
     Integer arithmetic for the ranks: ceil(0.5n) = (n+1)/2, ceil(0.95n) = (95n+99)/100."""
     ranked = (
@@ -182,12 +192,10 @@ async def _latency(s: Any, where: list[ColumnElement[bool]]) -> dict[str, tuple[
     )
     p50_rank = (ranked.c.cnt + 1) // 2
     p95_rank = (ranked.c.cnt * 95 + 99) // 100
-    rows = (
-        await s.execute(
-            select(
-                ranked.c.agent_id, ranked.c.ms, ranked.c.rn == p50_rank, ranked.c.rn == p95_rank
-            ).where(or_(ranked.c.rn == p50_rank, ranked.c.rn == p95_rank))
-        )
+    rows = conn.execute(
+        select(
+            ranked.c.agent_id, ranked.c.ms, ranked.c.rn == p50_rank, ranked.c.rn == p95_rank
+        ).where(or_(ranked.c.rn == p50_rank, ranked.c.rn == p95_rank))
     ).all()
     out: dict[str, list[float]] = {}
     for agent, ms, is_p50, is_p95 in rows:
@@ -205,10 +213,10 @@ async def memory_file_count(db: Database, workspace_base: str) -> int:
     prefix = workspace_base.rstrip("/\\")
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     under = MemoryFileRow.workspace_key.like(escaped + "/%", escape="\\")
-    async with db.sessionmaker() as s:
-        count = await s.scalar(
-            select(func.count())
-            .select_from(MemoryFileRow)
-            .where(or_(MemoryFileRow.workspace_key == prefix, under))
-        )
+    query = (
+        select(func.count())
+        .select_from(MemoryFileRow)
+        .where(or_(MemoryFileRow.workspace_key == prefix, under))
+    )
+    count = await db.run_read(lambda conn: conn.execute(query).scalar())
     return int(count or 0)

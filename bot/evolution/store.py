@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Row, delete, insert, select, update
 
 from bot.evolution.records import AgentMetrics, Suggestion, SuggestionStatus
 from bot.storage import Database, MetricSnapshotRow, SuggestionRow
@@ -35,12 +35,13 @@ class SuggestionStore:
     async def add(self, suggestion: Suggestion) -> None:
         values = _values(suggestion)
         values["fingerprint"] = fingerprint(suggestion.agent_id, suggestion.rule, suggestion.change)
-        async with self._db.write() as s:
-            await s.execute(insert(SuggestionRow).values(**values))
+        await self._db.run_statement(
+            lambda conn: conn.execute(insert(SuggestionRow).values(**values))
+        )
 
     async def get(self, suggestion_id: str) -> Suggestion | None:
-        async with self._db.sessionmaker() as s:
-            row = await s.get(SuggestionRow, suggestion_id)
+        query = select(SuggestionRow).where(SuggestionRow.id == suggestion_id)
+        row = await self._db.run_read(lambda conn: conn.execute(query).one_or_none())
         return None if row is None else _from_row(row)
 
     async def list(
@@ -59,8 +60,7 @@ class SuggestionStore:
             query = query.where(SuggestionRow.agent_id == agent_id)
         if rule is not None:
             query = query.where(SuggestionRow.rule == rule)
-        async with self._db.sessionmaker() as s:
-            rows = list(await s.scalars(query))
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
         return [_from_row(r) for r in rows]
 
     async def same_change(self, agent_id: str, print_: str) -> builtins.list[Suggestion]:
@@ -70,8 +70,8 @@ class SuggestionStore:
             .where(SuggestionRow.agent_id == agent_id, SuggestionRow.fingerprint == print_)
             .order_by(SuggestionRow.created_at.desc())
         )
-        async with self._db.sessionmaker() as s:
-            return [_from_row(r) for r in await s.scalars(query)]
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [_from_row(r) for r in rows]
 
     async def transition(
         self, suggestion: Suggestion, expected: SuggestionStatus, **changes: Any
@@ -86,13 +86,12 @@ class SuggestionStore:
         values = _values(new)
         values.pop("id")
         values.pop("created_at")
-        async with self._db.write() as s:
-            result = await s.execute(
-                update(SuggestionRow)
-                .where(SuggestionRow.id == suggestion.id, SuggestionRow.status == str(expected))
-                .values(**values)
-            )
-        done: int = result.rowcount  # type: ignore[attr-defined]
+        statement = (
+            update(SuggestionRow)
+            .where(SuggestionRow.id == suggestion.id, SuggestionRow.status == str(expected))
+            .values(**values)
+        )
+        done = await self._db.run_statement(lambda conn: conn.execute(statement).rowcount)
         return new if done else None
 
     # -- metric snapshots (the rolling window) --------------------------------------------------
@@ -111,15 +110,12 @@ class SuggestionStore:
             }
             for m in metrics
         ]
-        async with self._db.write() as s:
-            await s.execute(insert(MetricSnapshotRow), rows)
+        # run_write, not run_statement: an executemany may be sent as several INSERTs.
+        await self._db.run_write(lambda conn: conn.execute(insert(MetricSnapshotRow), rows))
 
     async def prune_snapshots(self, before: datetime) -> int:
-        async with self._db.write() as s:
-            result = await s.execute(
-                delete(MetricSnapshotRow).where(MetricSnapshotRow.computed_at < before)
-            )
-        removed: int = result.rowcount  # type: ignore[attr-defined]
+        statement = delete(MetricSnapshotRow).where(MetricSnapshotRow.computed_at < before)
+        removed: int = await self._db.run_statement(lambda conn: conn.execute(statement).rowcount)
         return removed
 
     async def snapshots(self, agent_id: str | None = None) -> builtins.list[dict[str, Any]]:
@@ -130,8 +126,7 @@ class SuggestionStore:
         )
         if agent_id is not None:
             query = query.where(MetricSnapshotRow.agent_id == agent_id)
-        async with self._db.sessionmaker() as s:
-            rows = list(await s.scalars(query))
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
         return [
             {
                 "agent_id": r.agent_id,
@@ -166,7 +161,7 @@ def _values(s: Suggestion) -> dict[str, Any]:
     }
 
 
-def _from_row(row: SuggestionRow) -> Suggestion:
+def _from_row(row: Row[Any]) -> Suggestion:
     return Suggestion(
         id=row.id,
         agent_id=row.agent_id,

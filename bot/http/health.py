@@ -21,8 +21,7 @@ async def health_report(loopgate: Loopgate) -> tuple[dict[str, Any], int]:
             counts = await loopgate.inbox.counts()
             inbox = {"depth": sum(counts.values()), **counts}
         else:
-            async with loopgate.db.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+            await loopgate.db.run_read(lambda conn: conn.execute(text("SELECT 1")).scalar())
     except Exception as exc:
         log.warning("healthz.database_failed", error=str(exc))
         return {"status": "error", "database": "unreachable"}, 503

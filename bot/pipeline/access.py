@@ -121,8 +121,7 @@ class PairingStore:
         query = select(ChannelStateRow).where(ChannelStateRow.key.startswith(_PENDING))
         if channel is not None:
             query = query.where(ChannelStateRow.channel == channel)
-        async with self._db.sessionmaker() as s:
-            rows = list(await s.scalars(query))
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
         now = self._clock()
         live: list[PairingRequest] = []
         for row in rows:
@@ -147,12 +146,10 @@ class PairingStore:
         return None
 
     async def _delete(self, channel: str, key: str) -> None:
-        async with self._db.write() as s:
-            await s.execute(
-                delete(ChannelStateRow).where(
-                    ChannelStateRow.channel == channel, ChannelStateRow.key == key
-                )
-            )
+        statement = delete(ChannelStateRow).where(
+            ChannelStateRow.channel == channel, ChannelStateRow.key == key
+        )
+        await self._db.run_statement(lambda conn: conn.execute(statement).close())
 
 
 def _parse(channel: str, code: str, value: str) -> PairingRequest | None:

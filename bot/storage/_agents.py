@@ -14,11 +14,11 @@ from typing import Any
 
 import structlog
 from pydantic import ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import Row, delete, select
 
 from bot.config import AgentConfig
 from bot.storage._db import Database
-from bot.storage._sql import clean_optional, upsert_insert
+from bot.storage._sql import clean_optional, table_of, upsert_insert
 from bot.storage.models import AgentRow, utcnow
 
 log = structlog.get_logger(__name__)
@@ -51,36 +51,34 @@ class SqlAgentStore:
         self._db = db
 
     async def get(self, agent_id: str) -> StoredAgent | None:
-        async with self._db.sessionmaker() as s:
-            row = await s.get(AgentRow, agent_id)
+        query = select(AgentRow).where(AgentRow.id == agent_id)
+        row = await self._db.run_read(lambda conn: conn.execute(query).first())
         return None if row is None else _from_row(row)
 
     async def list(self) -> list[StoredAgent]:
         """Every stored agent, ordered by id."""
-        async with self._db.sessionmaker() as s:
-            rows = list(await s.scalars(select(AgentRow).order_by(AgentRow.id)))
+        query = select(AgentRow).order_by(AgentRow.id)
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
         return [agent for agent in map(_from_row, rows) if agent is not None]
 
     async def upsert(self, agent: AgentConfig) -> None:
         """Insert or replace the agent (every field, NULL where unset); keeps ``created_at``."""
         now = utcnow()
         values = _to_values(agent)
-        stmt = upsert_insert(self._db, AgentRow).values(
+        stmt = upsert_insert(self._db, table_of(AgentRow)).values(
             id=agent.id, created_at=now, updated_at=now, **values
         )
         stmt = stmt.on_conflict_do_update(
             index_elements=[AgentRow.id],
             set_={**{k: getattr(stmt.excluded, k) for k in values}, "updated_at": now},
         )
-        async with self._db.write() as s:
-            await s.execute(stmt)
+        await self._db.run_statement(lambda conn: conn.execute(stmt).close())
         log.info("agent.stored", agent_id=agent.id)
 
     async def delete(self, agent_id: str) -> bool:
         """Remove the agent; False when it was not stored."""
-        async with self._db.write() as s:
-            result = await s.execute(delete(AgentRow).where(AgentRow.id == agent_id))
-        removed: int = result.rowcount  # type: ignore[attr-defined]
+        statement = delete(AgentRow).where(AgentRow.id == agent_id)
+        removed = await self._db.run_statement(lambda conn: conn.execute(statement).rowcount)
         if removed:
             log.info("agent.deleted", agent_id=agent_id)
         return removed > 0
@@ -98,7 +96,7 @@ def _to_values(agent: AgentConfig) -> dict[str, Any]:
     return values
 
 
-def _from_row(row: AgentRow) -> StoredAgent | None:
+def _from_row(row: Row[Any]) -> StoredAgent | None:
     known = set(AgentConfig.model_fields)
     extra = dict(row.settings or {})
     unknown = sorted(set(extra) - known)

@@ -14,7 +14,6 @@ from sqlalchemy import Row
 
 from bot.errors import BotError
 from bot.storage._sql import clean, clean_optional
-from bot.storage.models import InboxRow
 from channels import Attachment, ChatRef, ChatType, InboundMessage, Sender
 
 
@@ -130,7 +129,8 @@ def message_from_json(data: dict[str, Any]) -> InboundMessage:
     )
 
 
-def entry_of(row: InboxRow | Row[Any]) -> InboxEntry:
+def entry_of(row: Row[Any]) -> InboxEntry:
+    """The entry an ``inbox`` row holds (any object with its columns as attributes)."""
     return InboxEntry(
         id=row.id,
         session_key=row.session_key,

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from sqlalchemy.engine import Row
+from sqlalchemy import Row
 
 from agent_core.orchestration import (
     AgentLink,
@@ -22,7 +22,6 @@ from agent_core.orchestration import (
     TeamTask,
     WorkspaceScope,
 )
-from bot.storage.models import AgentLinkRow, TeamRow
 
 log = structlog.get_logger(__name__)
 
@@ -44,11 +43,11 @@ def settings_json(settings: TeamSettings) -> dict[str, Any]:
     }
 
 
-def link_from_row(row: AgentLinkRow) -> AgentLink:
+def link_from_row(row: Row[Any]) -> AgentLink:
     return AgentLink(row.source, row.target, LinkDirection(row.direction), row.description)
 
 
-def team_from_row(row: TeamRow | Row[Any]) -> Team:
+def team_from_row(row: Row[Any]) -> Team:
     settings = row.settings or {}
     scope = settings.get("workspace_scope", WorkspaceScope.CHAT.value)
     if scope not in {s.value for s in WorkspaceScope}:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -30,7 +30,6 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent_core import Message, SessionHistory, ToolCall, Usage
 from bot.storage._db import Database
@@ -78,7 +77,8 @@ _HISTORY_PG: Executable = union_all(
 ).order_by(literal_column("part"), literal_column("id"))
 _INSERT_MESSAGE = insert(table_of(MessageRow))
 if TYPE_CHECKING:
-    _HistoryRow = Row[str, str, list[dict[str, str]] | None, str | None, str | None]
+    # role, content, tool_calls, tool_call_id, name (their JSON and NULLs read as Any)
+    _HistoryRow = Row[*tuple[Any, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,26 +166,15 @@ class SqlSessionStore:
         log.debug("storage.run_appended", session_key=session_key, run_id=run_id, count=len(rows))
 
     async def get_session(self, session_key: str) -> SessionInfo | None:
-        async with self._db.sessionmaker() as s:
-            row = await s.get(SessionRow, session_key)
-            return None if row is None else _to_info(row)
+        row = await self._db.run_read(partial(_session_row, key=session_key))
+        return None if row is None else _to_info(row)
 
     async def reset_session(self, session_key: str) -> int:
         """Forget the conversation (messages, summary, compaction history); keep usage totals.
 
         Returns how many messages were deleted.
         """
-        async with self._db.write() as s:
-            result = await s.execute(
-                delete(MessageRow).where(MessageRow.session_key == session_key)
-            )
-            await s.execute(delete(SummaryRow).where(SummaryRow.session_key == session_key))
-            await s.execute(
-                update(SessionRow)
-                .where(SessionRow.key == session_key)
-                .values(summary=None, updated_at=utcnow())
-            )
-        deleted: int = result.rowcount  # type: ignore[attr-defined]
+        deleted = await self._db.run_write(partial(_reset, key=session_key))
         log.info("storage.session_reset", session_key=session_key, deleted=deleted)
         return deleted
 
@@ -196,56 +185,72 @@ class SqlSessionStore:
         """
         if keep_last < 0:
             raise ValueError("keep_last must be >= 0")
-        now = utcnow()
-        async with self._db.write() as s:
-            # Write first: on SQLite this takes the write lock before the reads below, so a
-            # concurrent writer makes us wait (busy_timeout) instead of failing the upgrade.
-            touched = await s.execute(
-                update(SessionRow)
-                .where(SessionRow.key == session_key)
-                .values(
-                    summary=clean(summary),
-                    compaction_count=SessionRow.compaction_count + 1,
-                    updated_at=now,
-                )
-            )
-            if touched.rowcount == 0:  # type: ignore[attr-defined]
-                raise SessionNotFound(session_key)
-            cut = await self._first_kept_id(s, session_key, keep_last)
-            stale = delete(MessageRow).where(MessageRow.session_key == session_key)
-            if cut is not None:
-                stale = stale.where(MessageRow.id < cut)
-            removed: int = (await s.execute(stale)).rowcount  # type: ignore[attr-defined]
-            s.add(
-                SummaryRow(
-                    session_key=session_key,
-                    content=clean(summary),
-                    message_count=removed,
-                    created_at=now,
-                )
-            )
+        work = partial(
+            _compact, key=session_key, summary=clean(summary), keep_last=keep_last, now=utcnow()
+        )
+        removed = await self._db.run_write(work)
         log.info("storage.session_compacted", session_key=session_key, removed=removed)
         return removed
 
-    @staticmethod
-    async def _first_kept_id(s: AsyncSession, session_key: str, keep_last: int) -> int | None:
-        """Id of the oldest message to keep, or None to drop them all."""
-        if keep_last == 0:
-            return None
-        tail = (
-            await s.execute(
-                select(MessageRow.id, MessageRow.role)
-                .where(MessageRow.session_key == session_key)
-                .order_by(MessageRow.id.desc())
-                .limit(keep_last)
-            )
-        ).all()
-        kept = list(reversed(tail))
-        # A tool result whose assistant tool call was summarised away is rejected by providers,
-        # so the kept tail must not start with tool results.
-        while kept and kept[0].role == "tool":
-            kept.pop(0)
-        return int(kept[0].id) if kept else None
+
+def _session_row(conn: Connection, *, key: str) -> Row[Any] | None:
+    return conn.execute(select(SessionRow).where(SessionRow.key == key)).first()
+
+
+def _reset(conn: Connection, *, key: str) -> int:
+    """:meth:`SqlSessionStore.reset_session`'s transaction; returns the messages deleted."""
+    result = conn.execute(delete(MessageRow).where(MessageRow.session_key == key))
+    conn.execute(delete(SummaryRow).where(SummaryRow.session_key == key))
+    conn.execute(
+        update(SessionRow).where(SessionRow.key == key).values(summary=None, updated_at=utcnow())
+    )
+    return result.rowcount
+
+
+def _compact(conn: Connection, *, key: str, summary: str, keep_last: int, now: datetime) -> int:
+    """:meth:`SqlSessionStore.set_summary`'s transaction; returns the messages removed."""
+    # Write first: on SQLite this takes the write lock before the reads below, so a
+    # concurrent writer makes us wait (busy_timeout) instead of failing the upgrade.
+    touched = conn.execute(
+        update(SessionRow)
+        .where(SessionRow.key == key)
+        .values(
+            summary=summary,
+            compaction_count=SessionRow.compaction_count + 1,
+            updated_at=now,
+        )
+    )
+    if touched.rowcount == 0:
+        raise SessionNotFound(key)  # rolls the transaction back
+    cut = _first_kept_id(conn, key, keep_last)
+    stale = delete(MessageRow).where(MessageRow.session_key == key)
+    if cut is not None:
+        stale = stale.where(MessageRow.id < cut)
+    removed = conn.execute(stale).rowcount
+    conn.execute(
+        insert(SummaryRow).values(
+            session_key=key, content=summary, message_count=removed, created_at=now
+        )
+    )
+    return removed
+
+
+def _first_kept_id(conn: Connection, session_key: str, keep_last: int) -> int | None:
+    """Id of the oldest message to keep, or None to drop them all."""
+    if keep_last == 0:
+        return None
+    tail = conn.execute(
+        select(MessageRow.id, MessageRow.role)
+        .where(MessageRow.session_key == session_key)
+        .order_by(MessageRow.id.desc())
+        .limit(keep_last)
+    ).all()
+    kept = list(reversed(tail))
+    # A tool result whose assistant tool call was summarised away is rejected by providers,
+    # so the kept tail must not start with tool results.
+    while kept and kept[0].role == "tool":
+        kept.pop(0)
+    return int(kept[0].id) if kept else None
 
 
 @cache
@@ -356,7 +361,7 @@ def _history(rows: Iterable[Row[Any]]) -> SessionHistory:
     return SessionHistory(messages=messages, summary=summary)
 
 
-def _to_message(row: _HistoryRow | Row[Any]) -> Message:
+def _to_message(row: _HistoryRow) -> Message:
     calls = tuple(
         ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in row.tool_calls or ()
     )
@@ -369,7 +374,7 @@ def _to_message(row: _HistoryRow | Row[Any]) -> Message:
     )
 
 
-def _to_info(row: SessionRow) -> SessionInfo:
+def _to_info(row: Row[Any]) -> SessionInfo:
     return SessionInfo(
         key=row.key,
         agent_id=row.agent_id,

@@ -26,12 +26,11 @@ class SqlChannelState:
         self._db = db
 
     async def get(self, channel: str, key: str) -> str | None:
-        async with self._db.sessionmaker() as s:
-            return await s.scalar(
-                select(ChannelStateRow.value).where(
-                    ChannelStateRow.channel == channel, ChannelStateRow.key == key
-                )
-            )
+        query = select(ChannelStateRow.value).where(
+            ChannelStateRow.channel == channel, ChannelStateRow.key == key
+        )
+        value: str | None = await self._db.run_read(lambda conn: conn.execute(query).scalar())
+        return value
 
     async def set(self, channel: str, key: str, value: str) -> None:
         params = {"channel": channel, "key": key, "value": value, "updated_at": utcnow()}
@@ -66,18 +65,14 @@ class SqlDedupeStore:
 
     async def forget(self, key: str) -> None:
         """Undo :meth:`seen` (the message was not accepted; its redelivery must count)."""
-        async with self._db.write() as s:
-            stored = fit_key(key)
-            await s.execute(delete(ProcessedMessageRow).where(ProcessedMessageRow.key == stored))
+        statement = delete(ProcessedMessageRow).where(ProcessedMessageRow.key == fit_key(key))
+        await self._db.run_statement(lambda conn: conn.execute(statement).close())
 
     async def prune(self) -> int:
         """Delete entries older than the TTL; returns how many."""
         cutoff = utcnow() - self.ttl
-        async with self._db.write() as s:
-            result = await s.execute(
-                delete(ProcessedMessageRow).where(ProcessedMessageRow.created_at < cutoff)
-            )
-        removed: int = result.rowcount  # type: ignore[attr-defined]
+        statement = delete(ProcessedMessageRow).where(ProcessedMessageRow.created_at < cutoff)
+        removed = await self._db.run_statement(lambda conn: conn.execute(statement).rowcount)
         if removed:
             log.info("storage.dedupe_pruned", removed=removed)
         return removed

@@ -12,18 +12,21 @@ import builtins
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Connection, Row, delete, func, insert, select, update
 
 from agent_core import Schedule, ScheduleKind
 from bot.storage._db import Database
 from bot.storage._inbox_entry import message_from_json, message_to_json
+from bot.storage._sql import table_of
 from bot.storage.models import CronJobRow, utcnow
 from channels import InboundMessage
 
 __all__ = ["SOURCE_HEARTBEAT", "SOURCE_TOOL", "SqlCronJobs", "StoredCronJob"]
 
+_TABLE = table_of(CronJobRow)
 _NEXT_DUE = select(func.min(CronJobRow.next_run_at)).where(CronJobRow.paused.is_(False))
 
 SOURCE_TOOL = "tool"
@@ -55,7 +58,7 @@ class StoredCronJob:
         return self.next_run_at is not None
 
 
-def _job_of(row: CronJobRow) -> StoredCronJob:
+def _job_of(row: Row[Any]) -> StoredCronJob:
     return StoredCronJob(
         id=row.id,
         agent_id=row.agent_id,
@@ -75,6 +78,87 @@ def _job_of(row: CronJobRow) -> StoredCronJob:
         last_entry=row.last_entry,
         created_at=row.created_at,
     )
+
+
+def _row_values(
+    *,
+    job_id: str,
+    agent_id: str,
+    session_key: str,
+    user_id: str,
+    chat: str,
+    origin: InboundMessage,
+    source: str,
+    schedule: Schedule,
+    message: str,
+    next_run_at: datetime | None,
+    paused: bool,
+    now: datetime,
+) -> dict[str, Any]:
+    """A new row's columns (its last run: none yet)."""
+    return {
+        "id": job_id,
+        "agent_id": agent_id,
+        "session_key": session_key,
+        "user_id": user_id,
+        "chat": chat,
+        "origin": message_to_json(origin),
+        "source": source,
+        "kind": schedule.kind.value,
+        "spec": schedule.spec,
+        "timezone": schedule.timezone,
+        "schedule": schedule.text,
+        "anchor": schedule.anchor,
+        "message": message,
+        "next_run_at": next_run_at,
+        "paused": paused,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _put(conn: Connection, *, job: StoredCronJob) -> None:
+    """:meth:`SqlCronJobs.put`'s transaction."""
+    stored = conn.execute(
+        select(CronJobRow.kind, CronJobRow.spec, CronJobRow.timezone).where(CronJobRow.id == job.id)
+    ).one_or_none()
+    now = utcnow()
+    if stored is not None and tuple(stored) == (
+        job.schedule.kind.value,
+        job.schedule.spec,
+        job.schedule.timezone,
+    ):
+        conn.execute(
+            update(CronJobRow)
+            .where(CronJobRow.id == job.id)
+            .values(
+                chat=job.chat,
+                session_key=job.session_key,
+                message=job.message,
+                origin=message_to_json(job.origin),
+                user_id=job.user_id,
+                agent_id=job.agent_id,
+                updated_at=now,
+            )
+        )
+        return
+    if stored is not None:
+        conn.execute(delete(CronJobRow).where(CronJobRow.id == job.id))
+    values = _row_values(
+        job_id=job.id,
+        agent_id=job.agent_id,
+        session_key=job.session_key,
+        user_id=job.user_id,
+        chat=job.chat,
+        origin=job.origin,
+        source=job.source,
+        schedule=job.schedule,
+        message=job.message,
+        next_run_at=job.next_run_at,
+        paused=job.paused,
+        now=now,
+    )
+    conn.execute(insert(CronJobRow).values(values))
 
 
 def new_job_id() -> str:
@@ -98,74 +182,33 @@ class SqlCronJobs:
         source: str = SOURCE_TOOL,
     ) -> StoredCronJob:
         now = utcnow()
-        row = CronJobRow(
-            id=job_id or new_job_id(),
+        values = _row_values(
+            job_id=job_id or new_job_id(),
             agent_id=agent_id,
             session_key=session_key,
             user_id=f"{origin.chat.channel}:{origin.sender.id}",
             chat=f"{origin.chat.channel}:{origin.chat.chat_id}",
-            origin=message_to_json(origin),
+            origin=origin,
             source=source,
-            kind=schedule.kind.value,
-            spec=schedule.spec,
-            timezone=schedule.timezone,
-            schedule=schedule.text,
-            anchor=schedule.anchor,
+            schedule=schedule,
             message=message,
             next_run_at=next_run_at,
             paused=False,
-            created_at=now,
-            updated_at=now,
+            now=now,
         )
-        async with self._db.write() as s:
-            s.add(row)
-            await s.flush()
-            return _job_of(row)
+        statement = insert(CronJobRow).values(values).returning(*_TABLE.c)
+        row = await self._db.run_write(lambda conn: conn.execute(statement).one())
+        return _job_of(row)
 
     async def put(self, job: StoredCronJob) -> None:
         """Create or replace a job of a given id (a heartbeat from config.yaml); its next run
         and last run are kept when the schedule did not change."""
-        async with self._db.write() as s:
-            row = await s.get(CronJobRow, job.id)
-            if row is not None and (row.kind, row.spec, row.timezone) == (
-                job.schedule.kind.value,
-                job.schedule.spec,
-                job.schedule.timezone,
-            ):
-                row.chat, row.session_key, row.message = job.chat, job.session_key, job.message
-                row.origin = message_to_json(job.origin)
-                row.user_id, row.agent_id = job.user_id, job.agent_id
-                row.updated_at = utcnow()
-                return
-            if row is not None:
-                await s.delete(row)
-                await s.flush()
-            s.add(
-                CronJobRow(
-                    id=job.id,
-                    agent_id=job.agent_id,
-                    session_key=job.session_key,
-                    user_id=job.user_id,
-                    chat=job.chat,
-                    origin=message_to_json(job.origin),
-                    source=job.source,
-                    kind=job.schedule.kind.value,
-                    spec=job.schedule.spec,
-                    timezone=job.schedule.timezone,
-                    schedule=job.schedule.text,
-                    anchor=job.schedule.anchor,
-                    message=job.message,
-                    next_run_at=job.next_run_at,
-                    paused=job.paused,
-                    created_at=utcnow(),
-                    updated_at=utcnow(),
-                )
-            )
+        await self._db.run_write(partial(_put, job=job))
 
     async def get(self, job_id: str) -> StoredCronJob | None:
-        async with self._db.sessionmaker() as s:
-            row = await s.get(CronJobRow, job_id)
-            return None if row is None else _job_of(row)
+        query = select(CronJobRow).where(CronJobRow.id == job_id)
+        row = await self._db.run_read(lambda conn: conn.execute(query).one_or_none())
+        return None if row is None else _job_of(row)
 
     async def list(
         self,
@@ -188,8 +231,8 @@ class SqlCronJobs:
         query = query.order_by(
             CronJobRow.next_run_at.is_(None), CronJobRow.next_run_at, CronJobRow.created_at
         )
-        async with self._db.sessionmaker() as s:
-            return [_job_of(row) for row in (await s.scalars(query)).all()]
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [_job_of(row) for row in rows]
 
     async def count_active(self, user_id: str) -> int:
         query = select(func.count()).where(
@@ -197,8 +240,8 @@ class SqlCronJobs:
             CronJobRow.next_run_at.is_not(None),
             CronJobRow.source == SOURCE_TOOL,
         )
-        async with self._db.sessionmaker() as s:
-            return int((await s.execute(query)).scalar_one())
+        count = await self._db.run_read(lambda conn: conn.execute(query).scalar_one())
+        return int(count)
 
     async def remove(
         self, job_id: str, *, user_id: str | None = None, chat: str | None = None
@@ -220,8 +263,8 @@ class SqlCronJobs:
             .order_by(CronJobRow.next_run_at)
             .limit(limit)
         )
-        async with self._db.sessionmaker() as s:
-            return [_job_of(row) for row in (await s.scalars(query)).all()]
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [_job_of(row) for row in rows]
 
     async def next_due_at(self) -> datetime | None:
         """When the soonest active job is due (the ticker sleeps until then)."""

@@ -8,10 +8,12 @@ lease, so several processes can later share one inbox without a new schema.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy import Connection, Row, delete, func, select, update
 from sqlalchemy.sql.expression import Executable
 
 from bot.redaction import redact
@@ -27,6 +29,7 @@ from bot.storage._inbox_entry import (
 )
 from bot.storage._inbox_sql import (
     INSERT_ENTRY,
+    TABLE,
     UNOWNED_QUEUED,
     accept_statement,
     claim_statement,
@@ -286,17 +289,13 @@ class SqlInbox:
         now = utcnow()
         pending = is_pending(InboxRow.state)
         where = pending if all_owners else claimable(self.owner, now)
-        async with self._db.write() as s:
-            rows = (await s.scalars(select(InboxRow).where(where).order_by(InboxRow.id))).all()
-            ids = [row.id for row in rows]
-            if ids:
-                await s.execute(
-                    update(InboxRow)
-                    .where(InboxRow.id.in_(ids))
-                    .values(owner=self.owner, lease_until=now + self.lease)
-                )
-        self._leases.update(dict.fromkeys(ids, now + self.lease))
-        return [entry_of(row) for row in rows]
+        until = now + self.lease
+        rows = await self._db.run_write(
+            partial(_take_over, where=where, owner=self.owner, until=until)
+        )
+        self._leases.update(dict.fromkeys((row.id for row in rows), until))
+        # The rows were read before the update that made them this process's.
+        return [replace(entry_of(row), owner=self.owner) for row in rows]
 
     async def claimable_sessions(self, stored_before: datetime, limit: int = 200) -> list[str]:
         """Sessions with entries nobody holds (new, released, or a dead process's), oldest
@@ -361,59 +360,63 @@ class SqlInbox:
         return len(renewed)
 
     async def get(self, entry_id: int) -> InboxEntry | None:
-        async with self._db.sessionmaker() as s:
-            row = await s.get(InboxRow, entry_id)
-            return None if row is None else entry_of(row)
+        query = select(InboxRow).where(InboxRow.id == entry_id)
+        row = await self._db.run_read(lambda conn: conn.execute(query).one_or_none())
+        return None if row is None else entry_of(row)
 
     async def retry(self, entry_id: int) -> InboxEntry | None:
         """Queue an entry again for a fresh run (its earlier answer, if any, is forgotten)."""
-        async with self._db.write() as s:
-            row = await s.get(InboxRow, entry_id)
-            if row is None:
-                return None
-            row.state = InboxState.QUEUED.value
-            row.reason = "retry requested"
-            row.answer = None
-            row.parts = []
-            row.owner = None
-            row.lease_until = None
-            row.received_at = utcnow()  # a retry is asked for now: replay_max_age counts anew
-            row.updated_at = utcnow()
-            await s.flush()
-            return entry_of(row)
+        now = utcnow()
+        statement = (
+            update(InboxRow)
+            .where(InboxRow.id == entry_id)
+            .values(
+                state=InboxState.QUEUED.value,
+                reason="retry requested",
+                answer=None,
+                parts=[],
+                owner=None,
+                lease_until=None,
+                received_at=now,  # a retry is asked for now: replay_max_age counts anew
+                updated_at=now,
+            )
+            .returning(*TABLE.c)
+        )
+        row = await self._db.run_write(lambda conn: conn.execute(statement).one_or_none())
+        return None if row is None else entry_of(row)
 
     async def unanswered(self, limit: int = 100) -> list[InboxEntry]:
         """Entries that did not end ``answered``, newest first (``loopgate inbox``)."""
-        async with self._db.sessionmaker() as s:
-            rows = await s.scalars(
-                select(InboxRow)
-                .where(InboxRow.state != InboxState.ANSWERED.value)
-                .order_by(InboxRow.id.desc())
-                .limit(limit)
-            )
-            return [entry_of(row) for row in rows]
+        query = (
+            select(InboxRow)
+            .where(InboxRow.state != InboxState.ANSWERED.value)
+            .order_by(InboxRow.id.desc())
+            .limit(limit)
+        )
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [entry_of(row) for row in rows]
 
     async def counts(self) -> dict[str, int]:
         """How many entries are ``queued`` and ``running`` (the inbox depth)."""
-        async with self._db.sessionmaker() as s:
-            rows = await s.execute(
-                select(InboxRow.state, func.count())
-                .where(is_pending(InboxRow.state))
-                .group_by(InboxRow.state)
-            )
-            found = {state: int(count) for state, count in rows.all()}
+        query = (
+            select(InboxRow.state, func.count())
+            .where(is_pending(InboxRow.state))
+            .group_by(InboxRow.state)
+        )
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        found = {state: int(count) for state, count in rows}
         return {state.value: found.get(state.value, 0) for state in PENDING}
 
     async def backlog(self) -> tuple[dict[str, int], datetime | None]:
         """:meth:`counts`, and when the oldest pending entry was stored (None: none pending),
         in one query (``/metrics``)."""
-        async with self._db.sessionmaker() as s:
-            rows = await s.execute(
-                select(InboxRow.state, func.count(), func.min(InboxRow.created_at))
-                .where(is_pending(InboxRow.state))
-                .group_by(InboxRow.state)
-            )
-            found = {state: (int(count), oldest) for state, count, oldest in rows.all()}
+        query = (
+            select(InboxRow.state, func.count(), func.min(InboxRow.created_at))
+            .where(is_pending(InboxRow.state))
+            .group_by(InboxRow.state)
+        )
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        found = {state: (int(count), oldest) for state, count, oldest in rows}
         counts = {state.value: found.get(state.value, (0, None))[0] for state in PENDING}
         oldest = [when for _, when in found.values() if when is not None]
         return counts, min(oldest) if oldest else None
@@ -421,13 +424,10 @@ class SqlInbox:
     async def prune(self, older_than: timedelta = timedelta(days=7)) -> int:
         """Forget ended entries older than ``older_than``; returns how many."""
         cutoff = utcnow() - older_than
-        async with self._db.write() as s:
-            result = await s.execute(
-                delete(InboxRow).where(
-                    InboxRow.state.in_([s.value for s in ENDED]), InboxRow.updated_at < cutoff
-                )
-            )
-        removed: int = result.rowcount  # type: ignore[attr-defined]
+        statement = delete(InboxRow).where(
+            InboxRow.state.in_([s.value for s in ENDED]), InboxRow.updated_at < cutoff
+        )
+        removed: int = await self._db.run_write(lambda conn: conn.execute(statement).rowcount)
         return removed
 
     def _mine_or_free(self) -> Any:
@@ -447,3 +447,15 @@ class SqlInbox:
         elif values.get("lease_until") is not None:
             self._leases[entry_id] = values["lease_until"]
         return changed > 0
+
+
+def _take_over(conn: Connection, *, where: Any, owner: str, until: datetime) -> list[Row[Any]]:
+    """:meth:`SqlInbox.take_over`'s transaction: the entries ``where`` selects, oldest first,
+    made ``owner``'s until ``until``."""
+    rows = list(conn.execute(select(InboxRow).where(where).order_by(InboxRow.id)).all())
+    ids = [row.id for row in rows]
+    if ids:
+        conn.execute(
+            update(InboxRow).where(InboxRow.id.in_(ids)).values(owner=owner, lease_until=until)
+        )
+    return rows

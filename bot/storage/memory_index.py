@@ -16,14 +16,14 @@ what the model typed never reach FTS5's or Postgres' query parser.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-from sqlalchemy import delete, insert, select, text
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Connection, TextClause, delete, insert, select, text
 
 from agent_core import FileStamp, MemoryDocument, MemoryHit, query_terms
 from bot.storage._db import Database
-from bot.storage._sql import clean, upsert_insert
+from bot.storage._sql import clean, dialect_insert
 from bot.storage.models import MemoryChunkRow, MemoryFileRow, utcnow
 
 TS_CONFIG = "english"  # same as migration 0003's generated column
@@ -75,30 +75,18 @@ class SqlMemoryIndex:
             statement, q = _POSTGRES_SEARCH, tsquery(terms)
         else:
             statement, q = _SQLITE_SEARCH, fts5_query(terms)
-        async with self.db.sessionmaker() as session:
-            rows = await session.execute(
-                statement, {"query": q, "workspace": workspace_key, "limit": limit}
-            )
-            return [
-                MemoryHit(
-                    path=row.path,
-                    heading=row.heading,
-                    start_line=row.start_line,
-                    end_line=row.end_line,
-                    content=row.content,
-                    score=float(row.score),
-                )
-                for row in rows
-            ]
+        params = {"query": q, "workspace": workspace_key, "limit": limit}
+        return await self.db.run_read(partial(_search, statement, params))
 
     async def stamps(self, workspace_key: str) -> dict[str, FileStamp]:
-        async with self.db.sessionmaker() as session:
-            rows = await session.execute(
-                select(MemoryFileRow.path, MemoryFileRow.mtime_ns, MemoryFileRow.size).where(
-                    MemoryFileRow.workspace_key == workspace_key
-                )
-            )
-            return {row.path: FileStamp(row.mtime_ns, row.size) for row in rows}
+        query = select(MemoryFileRow.path, MemoryFileRow.mtime_ns, MemoryFileRow.size).where(
+            MemoryFileRow.workspace_key == workspace_key
+        )
+        return await self.db.run_read(
+            lambda conn: {
+                row.path: FileStamp(row.mtime_ns, row.size) for row in conn.execute(query)
+            }
+        )
 
     async def reindex(
         self,
@@ -106,53 +94,78 @@ class SqlMemoryIndex:
         files: Sequence[MemoryDocument],
         removed: Sequence[str] = (),
     ) -> None:
-        async with self.db.write() as session:  # SQLite: queued with the other writers
-            for doc in files:
-                # The upsert comes first: it locks the file's row, so two processes
-                # re-indexing the same file take turns instead of duplicating its chunks.
-                await self._upsert_file(session, workspace_key, doc)
-                await self._delete_chunks(session, workspace_key, doc.path)
-                rows = [
-                    {
-                        "workspace_key": workspace_key,
-                        "path": doc.path,
-                        "chunk_no": c.chunk_no,
-                        "heading": clean(c.heading),
-                        "start_line": c.start_line,
-                        "end_line": c.end_line,
-                        "content": clean(c.content),
-                    }
-                    for c in doc.chunks
-                ]
-                if rows:
-                    await session.execute(insert(MemoryChunkRow), rows)
-            for path in removed:
-                await self._delete_chunks(session, workspace_key, path)
-                await session.execute(
-                    delete(MemoryFileRow).where(
-                        MemoryFileRow.workspace_key == workspace_key, MemoryFileRow.path == path
-                    )
-                )
+        # SQLite: queued with the other writers
+        await self.db.run_write(partial(_reindex, self.db.dialect, workspace_key, files, removed))
 
-    async def _upsert_file(self, session: AsyncSession, key: str, doc: MemoryDocument) -> None:
-        values: dict[str, Any] = {
-            "workspace_key": key,
-            "path": doc.path,
-            "mtime_ns": doc.stamp.mtime_ns,
-            "size": doc.stamp.size,
-            "indexed_at": utcnow(),
-        }
-        stmt = upsert_insert(self.db, MemoryFileRow).values(**values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["workspace_key", "path"],
-            set_={k: stmt.excluded[k] for k in ("mtime_ns", "size", "indexed_at")},
+
+def _search(statement: TextClause, params: dict[str, Any], conn: Connection) -> list[MemoryHit]:
+    return [
+        MemoryHit(
+            path=row.path,
+            heading=row.heading,
+            start_line=row.start_line,
+            end_line=row.end_line,
+            content=row.content,
+            score=float(row.score),
         )
-        await session.execute(stmt)
+        for row in conn.execute(statement, params)
+    ]
 
-    @staticmethod
-    async def _delete_chunks(session: AsyncSession, key: str, path: str) -> None:
-        await session.execute(
-            delete(MemoryChunkRow).where(
-                MemoryChunkRow.workspace_key == key, MemoryChunkRow.path == path
+
+def _reindex(
+    dialect: str,
+    workspace_key: str,
+    files: Sequence[MemoryDocument],
+    removed: Sequence[str],
+    conn: Connection,
+) -> None:
+    for doc in files:
+        # The upsert comes first: it locks the file's row, so two processes
+        # re-indexing the same file take turns instead of duplicating its chunks.
+        _upsert_file(conn, dialect, workspace_key, doc)
+        _delete_chunks(conn, workspace_key, doc.path)
+        rows = [
+            {
+                "workspace_key": workspace_key,
+                "path": doc.path,
+                "chunk_no": c.chunk_no,
+                "heading": clean(c.heading),
+                "start_line": c.start_line,
+                "end_line": c.end_line,
+                "content": clean(c.content),
+            }
+            for c in doc.chunks
+        ]
+        if rows:
+            conn.execute(insert(MemoryChunkRow), rows)
+    for path in removed:
+        _delete_chunks(conn, workspace_key, path)
+        conn.execute(
+            delete(MemoryFileRow).where(
+                MemoryFileRow.workspace_key == workspace_key, MemoryFileRow.path == path
             )
         )
+
+
+def _upsert_file(conn: Connection, dialect: str, key: str, doc: MemoryDocument) -> None:
+    values: dict[str, Any] = {
+        "workspace_key": key,
+        "path": doc.path,
+        "mtime_ns": doc.stamp.mtime_ns,
+        "size": doc.stamp.size,
+        "indexed_at": utcnow(),
+    }
+    stmt = dialect_insert(dialect, MemoryFileRow).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["workspace_key", "path"],
+        set_={k: stmt.excluded[k] for k in ("mtime_ns", "size", "indexed_at")},
+    )
+    conn.execute(stmt)
+
+
+def _delete_chunks(conn: Connection, key: str, path: str) -> None:
+    conn.execute(
+        delete(MemoryChunkRow).where(
+            MemoryChunkRow.workspace_key == key, MemoryChunkRow.path == path
+        )
+    )

@@ -20,13 +20,25 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import structlog
-from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select, text, update
-from sqlalchemy.engine import Row
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Row,
+    Update,
+    and_,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent_core.orchestration import (
     AgentLink,
@@ -72,15 +84,15 @@ class SqlOrchestrationStore:
             .where(or_(AgentLinkRow.source == agent_id, AgentLinkRow.target == agent_id))
             .order_by(AgentLinkRow.id)
         )
-        async with self._db.sessionmaker() as s:
-            return [link_from_row(row) for row in await s.scalars(query)]
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [link_from_row(row) for row in rows]
 
     async def team_of(self, agent_id: str) -> Team | None:
         """The team ``agent_id`` leads or belongs to (the oldest one, should there be several).
         Teams are few and ``members`` is JSON, so they are read whole and matched here."""
         query = select(TeamRow).order_by(TeamRow.created_at, TeamRow.id)
-        async with self._db.sessionmaker() as s:
-            teams = [team_from_row(row) for row in await s.scalars(query)]
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        teams = [team_from_row(row) for row in rows]
         return next((team for team in teams if team.has(agent_id)), None)
 
     # --- TaskStore -------------------------------------------------------------------------
@@ -112,19 +124,17 @@ class SqlOrchestrationStore:
             "created_at": now,
             "updated_at": now,
         }
+        stmt = insert(TeamTaskRow).values(values).returning(*_TASK_COLUMNS)
         try:
-            async with self._db.write_connection() as conn:
-                row = (
-                    await conn.execute(insert(TeamTaskRow).values(values).returning(*_TASK_COLUMNS))
-                ).one()
+            row = await self._db.run_statement(lambda conn: conn.execute(stmt).one())
         except IntegrityError as exc:
             raise TaskConflict(f"no team {team_id!r}") from exc
         log.info("team_task.created", task_id=values["id"], team_id=team_id, assignee=assignee)
         return task_from_row(row)
 
     async def get_task(self, task_id: str) -> TeamTask | None:
-        async with self._db.sessionmaker() as s:
-            row = (await s.execute(select(*_TASK_COLUMNS).where(_TASK.id == task_id))).one_or_none()
+        query = select(*_TASK_COLUMNS).where(_TASK.id == task_id)
+        row = await self._db.run_read(lambda conn: conn.execute(query).one_or_none())
         return None if row is None else task_from_row(row)
 
     async def list_tasks(self, team_id: str, status: TaskStatus | None = None) -> list[TeamTask]:
@@ -133,8 +143,8 @@ class SqlOrchestrationStore:
         if status is not None:
             query = query.where(_TASK.status == status.value)
         query = query.order_by(_TASK.created_at, _TASK.id)
-        async with self._db.sessionmaker() as s:
-            return [task_from_row(row) for row in await s.execute(query)]
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [task_from_row(row) for row in rows]
 
     async def assign_task(self, task_id: str, assignee: str) -> TeamTask:
         """open/assigned → assigned to ``assignee``."""
@@ -182,23 +192,7 @@ class SqlOrchestrationStore:
     async def comment_task(self, task_id: str, author: str, text: str) -> TeamTask:
         """Append a comment; under a row lock, so concurrent comments are all kept."""
         comment = {"author": author, "text": clean(text), "at": utcnow().isoformat()}
-        async with self._db.write_connection() as conn:
-            await self._begin_immediate(conn)
-            current = (
-                await conn.execute(
-                    select(_TASK.comments).where(_TASK.id == task_id).with_for_update()
-                )
-            ).one_or_none()
-            if current is None:
-                raise TaskConflict(f"no task {task_id!r}")
-            row = (
-                await conn.execute(
-                    update(TeamTaskRow)
-                    .where(_TASK.id == task_id)
-                    .values(comments=[*(current.comments or []), comment], updated_at=utcnow())
-                    .returning(*_TASK_COLUMNS)
-                )
-            ).one()
+        row = await self._db.run_write(partial(_append_comment, task_id, comment))
         return task_from_row(row)
 
     async def _compare_and_set(
@@ -216,12 +210,7 @@ class SqlOrchestrationStore:
             .values(updated_at=utcnow(), **values)
             .returning(*_TASK_COLUMNS)
         )
-        current: Row[Any] | None = None
-        async with self._db.write_connection() as conn:
-            row = (await conn.execute(stmt)).one_or_none()
-            if row is None:
-                found = await conn.execute(select(*_TASK_COLUMNS).where(_TASK.id == task_id))
-                current = found.one_or_none()  # still in the transaction: the state it refused
+        row, current = await self._db.run_write(partial(_set_or_read, stmt, task_id))
         if row is not None:
             task = task_from_row(row)
             log.info("team_task.changed", task_id=task_id, status=str(task.status))
@@ -235,8 +224,8 @@ class SqlOrchestrationStore:
     async def list_links(self) -> list[AgentLink]:
         """Every link, by source then target."""
         query = select(AgentLinkRow).order_by(AgentLinkRow.source, AgentLinkRow.target)
-        async with self._db.sessionmaker() as s:
-            return [link_from_row(row) for row in await s.scalars(query)]
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [link_from_row(row) for row in rows]
 
     async def add_link(self, link: AgentLink) -> AgentLink:
         """Store ``link``, replacing the direction and description of an existing link with
@@ -259,20 +248,16 @@ class SqlOrchestrationStore:
             index_elements=[AgentLinkRow.source, AgentLinkRow.target],
             set_={"direction": stmt.excluded.direction, "description": stmt.excluded.description},
         )
-        async with self._db.write_connection() as conn:
-            await conn.execute(stmt)
+        await self._db.run_statement(lambda conn: conn.execute(stmt).close())
         log.info("agent_link.stored", source=stored.source, target=stored.target)
         return stored
 
     async def remove_link(self, source: str, target: str) -> bool:
         """Remove the link from ``source`` to ``target``; False when there is none."""
-        async with self._db.write_connection() as conn:
-            result = await conn.execute(
-                delete(AgentLinkRow).where(
-                    AgentLinkRow.source == source, AgentLinkRow.target == target
-                )
-            )
-        removed = result.rowcount
+        stmt = delete(AgentLinkRow).where(
+            AgentLinkRow.source == source, AgentLinkRow.target == target
+        )
+        removed: int = await self._db.run_statement(lambda conn: conn.execute(stmt).rowcount)
         if removed:
             log.info("agent_link.removed", source=source, target=target)
         return removed > 0
@@ -281,14 +266,13 @@ class SqlOrchestrationStore:
 
     async def list_teams(self) -> list[Team]:
         """Every team, by id."""
-        async with self._db.sessionmaker() as s:
-            return [
-                team_from_row(row) for row in await s.scalars(select(TeamRow).order_by(TeamRow.id))
-            ]
+        query = select(TeamRow).order_by(TeamRow.id)
+        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        return [team_from_row(row) for row in rows]
 
     async def get_team(self, team_id: str) -> Team | None:
-        async with self._db.sessionmaker() as s:
-            row = await s.scalar(select(TeamRow).where(TeamRow.id == team_id))
+        query = select(TeamRow).where(TeamRow.id == team_id)
+        row = await self._db.run_read(lambda conn: conn.execute(query).first())
         return None if row is None else team_from_row(row)
 
     async def create_team(self, team: Team) -> Team:
@@ -304,24 +288,7 @@ class SqlOrchestrationStore:
             team.settings,
             clean(team.description),
         )
-        now = utcnow()
-        async with self._db.write_connection() as conn:
-            await self._lock_teams(conn)
-            teams = await _all_teams(conn)
-            if any(other.id == team.id for other in teams):
-                raise ValueError(f"team {team.id!r} exists")
-            _refuse_taken(stored.agents, teams)
-            await conn.execute(
-                insert(TeamRow).values(
-                    id=stored.id,
-                    lead=stored.lead,
-                    members=list(stored.members),
-                    settings=settings_json(stored.settings),
-                    description=stored.description,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
+        await self._db.run_write(partial(_insert_team, stored))
         log.info("team.created", team_id=stored.id, lead=stored.lead, members=stored.members)
         return stored
 
@@ -329,63 +296,122 @@ class SqlOrchestrationStore:
         """Add ``agent_id`` to the team; ValueError for an unknown team or an agent that is
         already in a team (this one or another)."""
         check_id(agent_id)
-        async with self._db.write_connection() as conn:
-            await self._lock_teams(conn)
-            teams = await _all_teams(conn)
-            team = _find(teams, team_id)
-            _refuse_taken([agent_id], teams)
-            updated = Team(
-                team.id, team.lead, (*team.members, agent_id), team.settings, team.description
-            )
-            await _save_members(conn, updated)
+        updated = await self._db.run_write(partial(_add_member, team_id, agent_id))
         log.info("team.member_added", team_id=team_id, agent_id=agent_id)
         return updated
 
     async def remove_member(self, team_id: str, agent_id: str) -> Team:
         """Remove a member; ValueError for an unknown team, its lead, or a non-member."""
-        async with self._db.write_connection() as conn:
-            await self._lock_teams(conn)
-            team = _find(await _all_teams(conn), team_id)
-            if agent_id == team.lead:
-                raise ValueError(
-                    f"{agent_id} leads team {team_id}: delete the team to remove its lead"
-                )
-            if agent_id not in team.members:
-                raise ValueError(f"{agent_id} is not a member of team {team_id}")
-            members = tuple(m for m in team.members if m != agent_id)
-            updated = Team(team.id, team.lead, members, team.settings, team.description)
-            await _save_members(conn, updated)
+        updated = await self._db.run_write(partial(_remove_member, team_id, agent_id))
         log.info("team.member_removed", team_id=team_id, agent_id=agent_id)
         return updated
 
     async def delete_team(self, team_id: str) -> bool:
         """Delete the team and its tasks; False when there is no such team."""
-        async with self._db.write_connection() as conn:
-            # The foreign key cascades too; deleting explicitly keeps it so on a connection
-            # opened without SQLite's foreign_keys pragma.
-            await conn.execute(delete(TeamTaskRow).where(_TASK.team_id == team_id))
-            result = await conn.execute(delete(TeamRow).where(TeamRow.id == team_id))
-        removed = result.rowcount
+        removed = await self._db.run_write(partial(_delete_team, team_id))
         if removed:
             log.info("team.deleted", team_id=team_id)
         return removed > 0
 
-    async def _lock_teams(self, conn: AsyncConnection) -> None:
-        """Serialise team membership changes across processes until the transaction ends."""
-        if self._db.dialect == "postgresql":
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _TEAM_LOCK})
-        await self._begin_immediate(conn)
 
-    async def _begin_immediate(self, conn: AsyncConnection) -> None:
-        """SQLite: take the write lock before the first read of a read-modify-write. The
-        driver would begin the transaction only at the first write, so another process could
-        change the rows read meanwhile (and the writer queue only orders this process)."""
-        if self._db.dialect == "sqlite":
-            await conn.exec_driver_sql("BEGIN IMMEDIATE")
+# --- the transactions (each run whole by Database.run_write) ---------------------------------
 
 
-async def _all_teams(conn: AsyncConnection) -> list[Team]:
-    rows = await conn.execute(select(TeamRow.__table__).order_by(TeamRow.id))
+def _append_comment(task_id: str, comment: dict[str, str], conn: Connection) -> Row[Any]:
+    """The task with ``comment`` appended, read and written under the row's lock."""
+    _begin_immediate(conn)
+    current = conn.execute(
+        select(_TASK.comments).where(_TASK.id == task_id).with_for_update()
+    ).one_or_none()
+    if current is None:
+        raise TaskConflict(f"no task {task_id!r}")
+    return conn.execute(
+        update(TeamTaskRow)
+        .where(_TASK.id == task_id)
+        .values(comments=[*(current.comments or []), comment], updated_at=utcnow())
+        .returning(*_TASK_COLUMNS)
+    ).one()
+
+
+def _set_or_read(
+    stmt: Update, task_id: str, conn: Connection
+) -> tuple[Row[Any] | None, Row[Any] | None]:
+    """(the changed row, None), or (None, the task as ``stmt`` found it, None when missing)."""
+    row = conn.execute(stmt).one_or_none()
+    if row is not None:
+        return row, None
+    # still in the transaction: the state it refused
+    return None, conn.execute(select(*_TASK_COLUMNS).where(_TASK.id == task_id)).one_or_none()
+
+
+def _insert_team(team: Team, conn: Connection) -> None:
+    _lock_teams(conn)
+    teams = _all_teams(conn)
+    if any(other.id == team.id for other in teams):
+        raise ValueError(f"team {team.id!r} exists")
+    _refuse_taken(team.agents, teams)
+    now = utcnow()
+    conn.execute(
+        insert(TeamRow).values(
+            id=team.id,
+            lead=team.lead,
+            members=list(team.members),
+            settings=settings_json(team.settings),
+            description=team.description,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def _add_member(team_id: str, agent_id: str, conn: Connection) -> Team:
+    _lock_teams(conn)
+    teams = _all_teams(conn)
+    team = _find(teams, team_id)
+    _refuse_taken([agent_id], teams)
+    updated = Team(team.id, team.lead, (*team.members, agent_id), team.settings, team.description)
+    _save_members(conn, updated)
+    return updated
+
+
+def _remove_member(team_id: str, agent_id: str, conn: Connection) -> Team:
+    _lock_teams(conn)
+    team = _find(_all_teams(conn), team_id)
+    if agent_id == team.lead:
+        raise ValueError(f"{agent_id} leads team {team_id}: delete the team to remove its lead")
+    if agent_id not in team.members:
+        raise ValueError(f"{agent_id} is not a member of team {team_id}")
+    members = tuple(m for m in team.members if m != agent_id)
+    updated = Team(team.id, team.lead, members, team.settings, team.description)
+    _save_members(conn, updated)
+    return updated
+
+
+def _delete_team(team_id: str, conn: Connection) -> int:
+    # The foreign key cascades too; deleting explicitly keeps it so on a connection
+    # opened without SQLite's foreign_keys pragma.
+    conn.execute(delete(TeamTaskRow).where(_TASK.team_id == team_id))
+    removed: int = conn.execute(delete(TeamRow).where(TeamRow.id == team_id)).rowcount
+    return removed
+
+
+def _lock_teams(conn: Connection) -> None:
+    """Serialise team membership changes across processes until the transaction ends."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _TEAM_LOCK})
+    _begin_immediate(conn)
+
+
+def _begin_immediate(conn: Connection) -> None:
+    """SQLite: take the write lock before the first read of a read-modify-write. The
+    driver would begin the transaction only at the first write, so another process could
+    change the rows read meanwhile (and the writer queue only orders this process)."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _all_teams(conn: Connection) -> list[Team]:
+    rows = conn.execute(select(TeamRow.__table__).order_by(TeamRow.id))
     return [team_from_row(row) for row in rows]
 
 
@@ -406,8 +432,8 @@ def _refuse_taken(agent_ids: Iterable[str], teams: Iterable[Team]) -> None:
                 )
 
 
-async def _save_members(conn: AsyncConnection, team: Team) -> None:
-    await conn.execute(
+def _save_members(conn: Connection, team: Team) -> None:
+    conn.execute(
         update(TeamRow)
         .where(TeamRow.id == team.id)
         .values(members=list(team.members), updated_at=utcnow())

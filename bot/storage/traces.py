@@ -8,10 +8,10 @@ only, and ``children_of`` fetches the next level so ``loopgate traces`` can prin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-from sqlalchemy import Select, or_, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Connection, Row, Select, or_, select
 
 from agent_core import Span, SpanKind, Trace
 from bot.redaction import redact, redact_tree
@@ -91,18 +91,22 @@ class SqlTraceStore:
         )
         return await self._load(query)
 
-    async def _load(self, query: Select[TraceRow]) -> list[Trace]:
+    async def _load(self, query: Select[Any]) -> list[Trace]:
         await self._db.trace_writer.flush()
-        async with self._db.sessionmaker() as s:
-            rows = list(await s.scalars(query))
-            spans = await _spans_of(s, [r.id for r in rows])
-        return [_to_trace(r, spans[r.id]) for r in rows]
+        return await self._db.run_read(partial(_load_traces, query=query))
 
 
-async def _spans_of(s: AsyncSession, trace_ids: list[str]) -> dict[str, list[Span]]:
+def _load_traces(conn: Connection, *, query: Select[Any]) -> list[Trace]:
+    """The traces ``query`` selects, each with its spans."""
+    rows = conn.execute(query).all()
+    spans = _spans_of(conn, [r.id for r in rows])
+    return [_to_trace(r, spans[r.id]) for r in rows]
+
+
+def _spans_of(conn: Connection, trace_ids: list[str]) -> dict[str, list[Span]]:
     spans: dict[str, list[Span]] = {trace_id: [] for trace_id in trace_ids}
     if trace_ids:
-        span_rows = await s.scalars(
+        span_rows = conn.execute(
             select(SpanRow)
             .where(SpanRow.trace_id.in_(trace_ids))
             .order_by(SpanRow.trace_id, SpanRow.position)
@@ -133,7 +137,7 @@ def _span_row(trace_id: str, position: int, span: Span) -> dict[str, Any]:
     }
 
 
-def _to_span(row: SpanRow) -> Span:
+def _to_span(row: Row[Any]) -> Span:
     return Span(
         id=row.id,
         kind=SpanKind(row.kind),
@@ -146,7 +150,7 @@ def _to_span(row: SpanRow) -> Span:
     )
 
 
-def _to_trace(row: TraceRow, spans: list[Span]) -> Trace:
+def _to_trace(row: Row[Any], spans: list[Span]) -> Trace:
     return Trace(
         id=row.id,
         run_id=row.run_id,

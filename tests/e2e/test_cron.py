@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 
 from bot.app import Loopgate
 from bot.config import Config
@@ -51,9 +51,9 @@ async def only_job(app: Loopgate) -> StoredCronJob:
     return job
 
 
-async def cron_entries(app: Loopgate) -> list[InboxRow]:
-    async with app.db.sessionmaker() as s:
-        rows = (await s.scalars(select(InboxRow).order_by(InboxRow.id))).all()
+async def cron_entries(app: Loopgate) -> list[Row[Any]]:
+    query = select(InboxRow).order_by(InboxRow.id)
+    rows = await app.db.run_read(lambda conn: conn.execute(query).all())
     return [row for row in rows if "cron_job" in row.message.get("metadata", {})]
 
 

@@ -28,8 +28,8 @@ MALFORMED = [b"not json", b"[]", b"null", b'{"update_id": "seven"}', b"\xff\xfe"
 
 
 async def stored_texts(app: Loopgate) -> list[str]:
-    async with app.db.sessionmaker() as s:
-        return [r.content or "" for r in await s.scalars(select(MessageRow))]
+    rows = await app.db.run_read(lambda conn: conn.execute(select(MessageRow.content)).all())
+    return [r.content or "" for r in rows]
 
 
 def assert_model_got_truncated(llm: FakeLLM) -> None:

@@ -37,8 +37,9 @@ def album(tg: FakeTelegram, caption: str, *colors: str, group: str = "album-1") 
 
 
 async def inbox_states(app: Loopgate) -> list[str]:
-    async with app.db.sessionmaker() as s:
-        rows = (await s.scalars(select(InboxRow).order_by(InboxRow.id))).all()
+    rows = await app.db.run_read(
+        lambda conn: conn.execute(select(InboxRow.state).order_by(InboxRow.id)).all()
+    )
     return [str(row.state) for row in rows]
 
 

@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import insert
 
 from agent_core import Span, SpanKind, Trace
 from bot.admin import queries
@@ -48,17 +49,15 @@ class TestSessions:
         assert [s["key"] for s in await queries.sessions(app, limit=1)] == [found[0]["key"]]
 
     async def test_a_session_without_messages_and_an_odd_key(self, app: Loopgate) -> None:
-        async with app.db.sessionmaker() as s, s.begin():
-            s.add(
-                SessionRow(
-                    key="agent:helper:nowhere",
-                    agent_id="",
-                    user_id="",
-                    channel="",
-                    model="m",
-                    provider="p",
-                )
-            )
+        statement = insert(SessionRow).values(
+            key="agent:helper:nowhere",
+            agent_id="",
+            user_id="",
+            channel="",
+            model="m",
+            provider="p",
+        )
+        await app.db.run_write(lambda conn: conn.execute(statement).close())
         [found] = await queries.sessions(app)
         assert found["messages"] == 0
         assert (found["agent_id"], found["channel"], found["chat_id"]) == ("helper", "", "")

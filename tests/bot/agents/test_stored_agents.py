@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import Connection, inspect, update
+from sqlalchemy import Connection, inspect, select, update
 from structlog.testing import capture_logs
 
 from agent_core import EventBus, MemoryStore, RunStatus
@@ -88,9 +88,12 @@ class TestStore:
         expected = agent.model_copy(update={"system_prompt": "héllo\ufffd 🌍"})
         assert stored.agent == expected
         assert stored.created_at == stored.updated_at and stored.created_at.tzinfo is not None
-        async with db.sessionmaker() as s:
-            row = await s.get(AgentRow, "helper")
-        assert row is not None and row.settings == {"max_tool_calls": 9}  # no column of its own
+        settings = await db.run_read(
+            lambda conn: conn.execute(
+                select(AgentRow.settings).where(AgentRow.id == "helper")
+            ).scalar_one()
+        )
+        assert settings == {"max_tool_calls": 9}  # no column of its own
 
     async def test_upsert_replaces_fields_and_keeps_created_at(self, db: Database) -> None:
         store = SqlAgentStore(db)
@@ -117,13 +120,16 @@ class TestStore:
         store = SqlAgentStore(db)
         await store.upsert(AgentConfig(id="good", max_tool_calls=3))
         await store.upsert(AgentConfig(id="bad"))
-        async with db.sessionmaker.begin() as s:
-            await s.execute(
+
+        def corrupt(conn: Connection) -> None:
+            conn.execute(
                 update(AgentRow)
                 .where(AgentRow.id == "good")
                 .values(settings={"max_tool_calls": 3, "from_the_future": 1})
             )
-            await s.execute(update(AgentRow).where(AgentRow.id == "bad").values(max_iterations=0))
+            conn.execute(update(AgentRow).where(AgentRow.id == "bad").values(max_iterations=0))
+
+        await db.run_write(corrupt)
         with capture_logs() as logs:
             good = await store.get("good")
             assert await store.get("bad") is None
@@ -141,11 +147,14 @@ def _tables(conn: Connection) -> set[str]:
 async def test_migration_downgrades_and_upgrades_again(backend: Backend) -> None:
     async with await backend.open() as db:
         await SqlAgentStore(db).upsert(AgentConfig(id="a"))
-        async with db.engine.begin() as conn:
-            assert "agents" in await conn.run_sync(_tables)
+        assert "agents" in await db.run_read(_tables)
+
+        def downgrade(conn: Connection) -> set[str]:
             # Down to 0001: through 0003 (memory index) and 0002 (agents), whatever the head.
-            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0001"))
-            tables = await conn.run_sync(_tables)
+            command.downgrade(alembic_config(conn), "0001")
+            return _tables(conn)
+
+        tables = await db.run_write(downgrade)
         assert "agents" not in tables and "sessions" in tables
         assert not {t for t in tables if t.startswith("memory_")}
     async with await backend.open() as db:  # migrated to head again on open

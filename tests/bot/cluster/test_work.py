@@ -308,10 +308,11 @@ async def test_a_sweep_leaves_a_just_stored_entry_to_its_receiver(
     assert await work_of(b).leases.holder(key) is None  # not even taken
 
     stored = utcnow() - timedelta(seconds=SETTLE_SECONDS + 1)
-    async with a.db.write() as s:
-        await s.execute(
+    await a.db.run_write(
+        lambda conn: conn.execute(
             sa_update(InboxRow).where(InboxRow.id == entry_id).values(created_at=stored)
         )
+    )
     assert await work_of(b).sweep() == 1
     await tg.wait_for(lambda: tg.texts() == ["echo: hi"])
 

@@ -54,8 +54,8 @@ def asked(llm: FakeLLM) -> list[str]:
 
 async def inbox(app: Loopgate) -> list[tuple[int, str, str, str | None]]:
     """(id, text, state, reason) of every inbox entry, oldest first."""
-    async with app.db.sessionmaker() as s:
-        rows = (await s.scalars(select(InboxRow).order_by(InboxRow.id))).all()
+    query = select(InboxRow).order_by(InboxRow.id)
+    rows = await app.db.run_read(lambda conn: conn.execute(query).all())
     return [(row.id, row.message["text"], row.state, row.reason) for row in rows]
 
 

@@ -71,12 +71,12 @@ async def left(inbox: SqlInbox, body: str, *, chat: ChatRef = DM) -> int:
 
 
 async def backdate(db: Database, entry_id: int, seconds: float) -> None:
-    async with db.write() as s:
-        await s.execute(
-            update(InboxRow)
-            .where(InboxRow.id == entry_id)
-            .values(received_at=utcnow() - timedelta(seconds=seconds))
-        )
+    statement = (
+        update(InboxRow)
+        .where(InboxRow.id == entry_id)
+        .values(received_at=utcnow() - timedelta(seconds=seconds))
+    )
+    await db.run_write(lambda conn: conn.execute(statement))
 
 
 async def ended(inbox: SqlInbox, entry_id: int) -> tuple[InboxState, str | None]:
@@ -161,19 +161,22 @@ async def test_a_sweep_renews_our_leases_and_takes_only_what_nobody_holds(db: Da
     lapsed = await left(dead, "lapsed")
     released = await left(other, "released")
     await other.release(released, "retry")
-    async with db.write() as s:  # our lease nearly over: the sweep must extend it
-        await s.execute(
-            update(InboxRow)
-            .where(InboxRow.id == mine)
-            .values(lease_until=utcnow() + timedelta(seconds=1))
-        )
+    nearly_over = (  # our lease nearly over: the sweep must extend it
+        update(InboxRow)
+        .where(InboxRow.id == mine)
+        .values(lease_until=utcnow() + timedelta(seconds=1))
+    )
+    await db.run_write(lambda conn: conn.execute(nearly_over))
     pipeline = Pipeline()
     report = await sweep(pipeline, me, max_age=3600)
     assert report == ReplayReport(replayed=2)
     assert [e.id for e in pipeline.resubmitted] == [lapsed, released]
-    async with db.sessionmaker() as s:
-        lease = await s.scalar(select(InboxRow.lease_until).where(InboxRow.id == mine))
-        owner = await s.scalar(select(InboxRow.owner).where(InboxRow.id == theirs))
+    lease = await db.run_read(
+        lambda conn: conn.scalar(select(InboxRow.lease_until).where(InboxRow.id == mine))
+    )
+    owner = await db.run_read(
+        lambda conn: conn.scalar(select(InboxRow.owner).where(InboxRow.id == theirs))
+    )
     assert lease is not None and lease > utcnow() + timedelta(seconds=500)
     assert owner == "other"
 

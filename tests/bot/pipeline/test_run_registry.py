@@ -106,8 +106,9 @@ async def test_concurrent_runs_of_one_session_do_not_interleave(
     results = await asyncio.gather(*started)
     assert [r.content for r in results] == ["answer to q0", "answer to q1"]
     assert loop.active_runs == 0
-    async with db.sessionmaker() as s:
-        rows = list(await s.scalars(select(MessageRow).order_by(MessageRow.id)))
+    rows = await db.run_read(
+        lambda conn: conn.execute(select(MessageRow).order_by(MessageRow.id)).all()
+    )
     order = [r.run_id for r in rows]
     # Four messages per run (user, assistant+call, tool, answer), each run in one block.
     assert sorted(order) == ["run0"] * 4 + ["run1"] * 4

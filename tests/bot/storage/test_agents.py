@@ -5,8 +5,9 @@ the rows that no longer validate)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import Row, select, update
 from structlog.testing import capture_logs
 
 from bot.config import AgentConfig
@@ -15,9 +16,9 @@ from bot.storage import Database, SqlAgentStore
 from bot.storage.models import AgentRow
 
 
-async def row_of(db: Database, agent_id: str) -> AgentRow:
-    async with db.sessionmaker() as s:
-        row = await s.get(AgentRow, agent_id)
+async def row_of(db: Database, agent_id: str) -> Row[Any]:
+    query = select(AgentRow).where(AgentRow.id == agent_id)
+    row = await db.run_read(lambda conn: conn.execute(query).first())
     assert row is not None
     return row
 
@@ -62,12 +63,12 @@ async def test_unset_fields_are_not_stored(db: Database) -> None:
 async def test_columns_win_over_a_settings_key_of_the_same_name(db: Database) -> None:
     store = SqlAgentStore(db)
     await store.upsert(AgentConfig(id="a", model="column-model", workspace=Path("/srv/a")))
-    async with db.sessionmaker.begin() as s:
-        await s.execute(
-            update(AgentRow)
-            .where(AgentRow.id == "a")
-            .values(settings={"model": "settings-model", "id": "other", "history_limit": 2})
-        )
+    statement = (
+        update(AgentRow)
+        .where(AgentRow.id == "a")
+        .values(settings={"model": "settings-model", "id": "other", "history_limit": 2})
+    )
+    await db.run_write(lambda conn: conn.execute(statement).close())
     stored = await store.get("a")
     assert stored is not None
     assert stored.agent.id == "a" and stored.agent.model == "column-model"

@@ -14,8 +14,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection, update
 from sqlalchemy import text as sql
-from sqlalchemy import update
 from structlog.testing import capture_logs
 
 from bot.app import Loopgate
@@ -77,8 +77,8 @@ async def left_by_a_dead_process(config: Config, *bodies: str, **changes: object
             await inbox.start(entry_id)
             ids.append(entry_id)
         if changes:
-            async with db.write() as s:
-                await s.execute(update(InboxRow).where(InboxRow.id.in_(ids)).values(**changes))
+            statement = update(InboxRow).where(InboxRow.id.in_(ids)).values(**changes)
+            await db.run_write(lambda conn: conn.execute(statement))
         return ids
 
 
@@ -128,13 +128,16 @@ async def test_the_backlog_is_the_pending_counts_and_the_oldest_pending_entry(
         await inbox.add(message(b, message_id=b), session_key=KEY, agent_id="main") for b in "abc"
     ]
     now = utcnow()
-    async with db.write() as s:
+
+    def stored_earlier(conn: Connection) -> None:
         for minutes, entry_id in zip((30, 20, 10), ids, strict=True):
-            await s.execute(
+            conn.execute(
                 update(InboxRow)
                 .where(InboxRow.id == entry_id)
                 .values(created_at=now - timedelta(minutes=minutes))
             )
+
+    await db.run_write(stored_earlier)
     await inbox.start(ids[1])
     await inbox.finish(ids[0], InboxState.ANSWERED)  # ended: no longer in the backlog
     counts, oldest = await inbox.backlog()
@@ -304,8 +307,8 @@ async def test_a_confirm_early_in_the_lease_is_answered_without_the_database(
     which also says when the entry was taken over meanwhile."""
 
     async def hand_to(entry_id: int, owner: str) -> None:  # behind the holder's back
-        async with db.write() as s:
-            await s.execute(update(InboxRow).where(InboxRow.id == entry_id).values(owner=owner))
+        statement = update(InboxRow).where(InboxRow.id == entry_id).values(owner=owner)
+        await db.run_write(lambda conn: conn.execute(statement))
 
     holder = SqlInbox(db, owner="holder", lease_seconds=60)
     entry = await holder.add(message("a", message_id="c-1"), session_key=KEY, agent_id="main")
@@ -401,8 +404,9 @@ async def test_an_answered_message_records_its_parts(
     await dm.ask("hello")
     assert app.inbox is not None
     assert await entries(app) == []  # nothing unanswered
-    async with app.db.sessionmaker() as s:
-        row = (await s.execute(sql("SELECT state, answer, parts FROM inbox"))).one()
+    row = await app.db.run_read(
+        lambda conn: conn.execute(sql("SELECT state, answer, parts FROM inbox")).one()
+    )
     sent = [o.message_id for o in dm.outbound if o.kind == "message"]
     assert row.state == "answered" and row.answer == "hello back"
     assert row.parts in (sent, str(sent).replace("'", '"'))  # JSON text on SQLite
@@ -434,8 +438,7 @@ async def test_stop_and_queue_overflow_end_as_dropped(
 async def test_a_message_that_cannot_be_stored_is_not_accepted(
     app: Loopgate, dm: ChatDriver
 ) -> None:
-    async with app.db.write() as s:
-        await s.execute(sql("DROP TABLE inbox"))
+    await app.db.run_write(lambda conn: conn.execute(sql("DROP TABLE inbox")))
     msg = dm.message("hello", message_id="lost-1")
     with pytest.raises(NotAccepted):
         await app.gateway.handle(msg)
@@ -553,12 +556,12 @@ async def test_a_process_that_lost_its_entry_meanwhile_sends_nothing(
         assert done is not None
         await dm.wait_for(lambda: app.registry.active_runs == 1)
         [entry] = await entries(app)
-        async with app.db.write() as s:
-            await s.execute(
-                update(InboxRow)
-                .where(InboxRow.id == entry.id)
-                .values(owner="peer", lease_until=utcnow() + timedelta(minutes=1))
-            )
+        statement = (
+            update(InboxRow)
+            .where(InboxRow.id == entry.id)
+            .values(owner="peer", lease_until=utcnow() + timedelta(minutes=1))
+        )
+        await app.db.run_write(lambda conn: conn.execute(statement))
         # The stall: when this process resumes, its lease is over. Within the first half of
         # it, it would rightly trust that nobody took the entry (SqlInbox.confirm).
         later = utcnow() + app.inbox.lease

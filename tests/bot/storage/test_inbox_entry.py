@@ -4,6 +4,7 @@ defaults of older rows), and an entry read from its row."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 from bot.storage._inbox_entry import (
     ENDED,
@@ -14,7 +15,6 @@ from bot.storage._inbox_entry import (
     message_to_json,
 )
 from bot.storage._sql import NUL_REPLACEMENT
-from bot.storage.models import InboxRow
 from channels import Attachment, ChatRef, ChatType, InboundMessage, Sender
 
 AT = datetime(2026, 12, 4, 12, 30, tzinfo=UTC)
@@ -121,7 +121,8 @@ def test_older_rows_without_the_optional_keys() -> None:
 
 def test_entry_of_a_row() -> None:
     msg = message()
-    row = InboxRow(
+    # A stand-in for the Row a query returns: entry_of reads the columns as attributes.
+    row = SimpleNamespace(
         id=5,
         session_key="agent:main:telegram:group:-100",
         agent_id="main",
@@ -134,6 +135,7 @@ def test_entry_of_a_row() -> None:
         received_at=AT,
         updated_at=AT,
         owner="host:1:abc",
+        previews=None,
     )
     entry = entry_of(row)
     assert entry.state is InboxState.RUNNING and entry.state in PENDING

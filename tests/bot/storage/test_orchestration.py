@@ -169,8 +169,8 @@ async def test_delete_team_cascades_its_tasks(db: Database) -> None:
     assert await store.delete_team("dev") is False
     assert await store.get_task(gone.id) is None
     assert await store.get_task(kept.id) == kept
-    async with db.sessionmaker() as s:
-        assert await s.scalar(select(func.count()).select_from(TeamTaskRow)) == 1
+    count = select(func.count()).select_from(TeamTaskRow)
+    assert await db.run_read(lambda conn: conn.execute(count).scalar()) == 1
     assert await store.team_of("lead") is None
     await store.create_team(Team("dev2", "lead"))  # free to join another team now
 

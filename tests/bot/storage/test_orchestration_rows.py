@@ -57,8 +57,8 @@ async def test_a_team_reads_back_as_stored(db: Database) -> None:
 
 
 async def set_team_settings(db: Database, settings: dict[str, object] | None) -> None:
-    async with db.write() as session:
-        await session.execute(update(TeamRow).where(TeamRow.id == "crew").values(settings=settings))
+    stmt = update(TeamRow).where(TeamRow.id == "crew").values(settings=settings)
+    await db.run_write(lambda conn: conn.execute(stmt).close())
 
 
 async def test_an_unknown_scope_falls_back_to_the_chat_and_is_logged(db: Database) -> None:

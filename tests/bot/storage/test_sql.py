@@ -9,7 +9,7 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
-from sqlalchemy import Table, func, select
+from sqlalchemy import Connection, Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.storage import Database
@@ -75,33 +75,36 @@ async def test_one_upsert_works_on_each_backend(db: Database) -> None:
         stmt = stmt.on_conflict_do_update(
             index_elements=["workspace_key", "path"], set_={"size": stmt.excluded.size}
         )
-        async with db.write() as session:
-            await session.execute(stmt)
+        await db.run_write(lambda conn: conn.execute(stmt))
+
+    def count_and_size(conn: Connection) -> tuple[int | None, int | None]:
+        return (
+            conn.execute(select(func.count()).select_from(MemoryFileRow)).scalar(),
+            conn.execute(select(MemoryFileRow.size)).scalar(),
+        )
 
     await upsert(10)
     await upsert(20)
-    async with db.sessionmaker() as session:
-        assert await session.scalar(select(func.count()).select_from(MemoryFileRow)) == 1
-        assert await session.scalar(select(MemoryFileRow.size)) == 20
+    assert await db.run_read(count_and_size) == (1, 20)
 
 
 async def test_do_nothing_leaves_the_first_row(db: Database) -> None:
-    table = table_of(MemoryFileRow)
+    stmt = dialect_insert(db.dialect, table_of(MemoryFileRow)).on_conflict_do_nothing()
+
+    async def insert(size: int) -> None:
+        row = {
+            "workspace_key": "w",
+            "path": "p",
+            "mtime_ns": 0,
+            "size": size,
+            "indexed_at": datetime.now(UTC),
+        }
+        await db.run_write(lambda conn: conn.execute(stmt, row))
+
     for size in (1, 2):
-        stmt = dialect_insert(db.dialect, table).on_conflict_do_nothing()
-        async with db.write() as session:
-            await session.execute(
-                stmt,
-                {
-                    "workspace_key": "w",
-                    "path": "p",
-                    "mtime_ns": 0,
-                    "size": size,
-                    "indexed_at": datetime.now(UTC),
-                },
-            )
-    async with db.sessionmaker() as session:
-        assert list(await session.scalars(select(MemoryFileRow.size))) == [1]
+        await insert(size)
+    sizes = await db.run_read(lambda conn: list(conn.execute(select(MemoryFileRow.size)).scalars()))
+    assert sizes == [1]
 
 
 @pytest.mark.parametrize("dialect", [postgresql.dialect(), sqlite.dialect()], ids=["pg", "sqlite"])

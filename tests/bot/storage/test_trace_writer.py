@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 from structlog.testing import capture_logs
 
 from agent_core.tracing import SpanKind, Trace, new_trace
@@ -23,11 +23,14 @@ def _trace(run_id: str, spans: int = 1) -> Trace:
     return trace
 
 
-async def _counts(db: Database) -> tuple[int, int]:
-    async with db.engine.connect() as conn:
-        traces = await conn.scalar(select(func.count()).select_from(TraceRow))
-        spans = await conn.scalar(select(func.count()).select_from(SpanRow))
+def _count_rows(conn: Connection) -> tuple[int, int]:
+    traces = conn.execute(select(func.count()).select_from(TraceRow)).scalar()
+    spans = conn.execute(select(func.count()).select_from(SpanRow)).scalar()
     return int(traces or 0), int(spans or 0)
+
+
+async def _counts(db: Database) -> tuple[int, int]:
+    return await db.run_read(_count_rows)
 
 
 def _count_writes(db: Database) -> list[int]:
@@ -162,8 +165,8 @@ async def test_a_reader_waits_only_for_what_was_queued_before_it(db: Database) -
     saver = asyncio.ensure_future(keep_saving())
     try:
         await asyncio.wait_for(db.trace_writer.flush(), 5)
-        async with db.engine.connect() as conn:
-            first = await conn.scalar(select(TraceRow.id).where(TraceRow.run_id == "first"))
+        query = select(TraceRow.id).where(TraceRow.run_id == "first")
+        first = await db.run_read(lambda conn: conn.execute(query).scalar())
         assert first is not None
     finally:
         stop.set()

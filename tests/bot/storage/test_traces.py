@@ -177,8 +177,8 @@ async def test_trace_round_trip(db: Database) -> None:
     assert loaded.spans[2].error and not loaded.spans[1].error
     assert loaded.spans[1].attributes["input_tokens"] == 3
     assert isinstance(loaded.spans[1].attributes["when"], str)  # non-JSON values as text
-    async with db.sessionmaker() as s:
-        preview = await s.scalar(select(TraceRow.input_preview).where(TraceRow.id == trace.id))
+    query = select(TraceRow.input_preview).where(TraceRow.id == trace.id)
+    preview = await db.run_read(lambda conn: conn.execute(query).scalar())
     assert preview == "hello \ufffd"
 
 

@@ -37,8 +37,10 @@ async def test_calls_of_one_hour_and_key_share_one_row(db: Database) -> None:  #
     assert (total.input_tokens, total.output_tokens, total.cached_input_tokens) == (600, 60, 40)
     assert total.cost_usd == pytest.approx(0.06)
     assert (total.runs, total.calls, total.unpriced_calls) == (2, 3, 0)
-    async with db.sessionmaker() as s:
-        assert await s.scalar(select(func.count()).select_from(UsageHourRow)) == 1
+    count = await db.run_read(
+        lambda conn: conn.execute(select(func.count()).select_from(UsageHourRow)).scalar()
+    )
+    assert count == 1
 
 
 async def test_breakdowns_by_each_dimension_and_day(db: Database) -> None:  # noqa: F811
