@@ -6,15 +6,21 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from bot.storage import StorageError, open_database
 from bot.storage._db import HEAD_REVISION, alembic_config, head_revision
 from tests.paths import ROOT
+
+
+def _scalar(sql: str) -> Callable[[Connection], Any]:
+    return lambda conn: conn.scalar(text(sql))
 
 
 def _imported_after(code: str, cwd: Path, *, modules: bool = False) -> set[str]:
@@ -62,11 +68,13 @@ async def test_a_database_at_head_opens_without_alembic(tmp_path: Path) -> None:
 
 async def test_a_database_behind_head_is_still_upgraded(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
-    async with await open_database(url) as db, db.engine.begin() as conn:
-        await conn.run_sync(lambda sync: command.downgrade(alembic_config(sync), "0005"))
-    async with await open_database(url) as db, db.engine.connect() as conn:
-        assert await conn.scalar(text("SELECT version_num FROM alembic_version")) == HEAD_REVISION
-        assert await conn.scalar(text("SELECT count(*) FROM evolution_suggestions")) == 0
+    async with await open_database(url) as db:
+        await db.run_write(lambda conn: command.downgrade(alembic_config(conn), "0005"))
+    async with await open_database(url) as db:
+        assert (
+            await db.run_read(_scalar("SELECT version_num FROM alembic_version")) == HEAD_REVISION
+        )
+        assert await db.run_read(_scalar("SELECT count(*) FROM evolution_suggestions")) == 0
 
 
 def test_a_server_migrates_a_new_database_in_a_child_without_alembic(tmp_path: Path) -> None:
@@ -75,15 +83,16 @@ def test_a_server_migrates_a_new_database_in_a_child_without_alembic(tmp_path: P
     modules = _imported_after(
         f"""
         import asyncio
-        from sqlalchemy import text
+        from sqlalchemy import Connection, text
         from bot.storage import open_database
         from bot.storage._db import HEAD_REVISION
 
         async def main():
             db = await open_database({url!r}, migrate_apart=True)
-            async with db.engine.connect() as conn:
-                version = await conn.scalar(text("SELECT version_num FROM alembic_version"))
-                assert version == HEAD_REVISION, version
+            version = await db.run_read(
+                lambda conn: conn.scalar(text("SELECT version_num FROM alembic_version"))
+            )
+            assert version == HEAD_REVISION, version
             await db.aclose()
 
         asyncio.run(main())
@@ -198,9 +207,13 @@ def test_a_reply_on_an_openai_model_without_redis_imports_neither_redis_nor_anth
     assert "bot.evolution.schedule" in modules
     evolution_cycle = {"cycle", "rules", "metrics", "apply", "guardrails", "host"}
     assert not modules & {f"bot.evolution.{name}" for name in evolution_cycle}
-    # On SQLite, SQLAlchemy's Postgres dialect (~2 MiB) is never loaded (bot/storage/_sql.py).
+    # On SQLite, SQLAlchemy's Postgres dialect (~2 MiB) is never loaded (bot/storage/_sql.py),
+    # nor its asyncio extension, the ORM it imports, and aiosqlite (~7 MiB): the statements run
+    # on the lanes' sqlite3 connections (bot/storage/_lane.py, _table.py).
     assert "sqlalchemy.dialects.sqlite" in modules
     assert not any(m.startswith("sqlalchemy.dialects.postgresql") for m in modules)
+    assert not any(m.startswith(("sqlalchemy.orm", "sqlalchemy.ext.asyncio")) for m in modules)
+    assert not {m.split(".")[0] for m in modules} & {"aiosqlite"}
     # The exec tool is off by default: its sandbox backends (bwrap, docker, the host, their
     # process and cgroup helpers) load with the first sandbox built (agent_core/sandbox).
     assert "agent_core.tools.exec" in modules

@@ -1,4 +1,4 @@
-"""Persistent storage of the bot: SQLAlchemy 2 async on SQLite (default) or Postgres.
+"""Persistent storage of the bot: SQLAlchemy 2 Core on SQLite (default) or Postgres.
 
 ``open_database`` connects and migrates the schema to head; the stores take the returned
 :class:`Database`.

@@ -5,8 +5,8 @@ inside whichever commit pushes the log past 1,000 pages. That commit holds the o
 (``writer.py``) for tens of milliseconds meanwhile, and the next message's intake waits behind
 it: it was the slowest reply of every benchmark run (docs/performance.md). So the service's
 connections turn the automatic checkpoint off (``PRAGMA wal_autocheckpoint=0``) and, after every
-``EVERY_WRITES`` write transactions, this runs ``PASSIVE`` checkpoints on a connection of its
-own: they copy beside the writers and readers and wait for none of them.
+``EVERY_WRITES`` write transactions, this runs ``PASSIVE`` checkpoints on a read lane's
+connection: they copy beside the writers and readers and wait for none of them.
 
 The log is written over from its start only by a write that begins after a checkpoint caught up
 with it, so a round counts as done when it copied everything while no write was under way; it
@@ -19,9 +19,9 @@ checkpoints as SQLite always does.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.storage._writer import WriterQueue
 
@@ -40,8 +40,12 @@ MAX_LOG_FRAMES = 4_096
 class WalCheckpoints:
     """Counts a database's write transactions and checkpoints it in the background."""
 
-    def __init__(self, engine: AsyncEngine, writer: WriterQueue) -> None:
-        self._engine = engine
+    def __init__(
+        self, passive: Callable[[], Awaitable[tuple[int, int]]], writer: WriterQueue
+    ) -> None:
+        """``passive``: runs ``PRAGMA wal_checkpoint(PASSIVE)`` on a connection that is not
+        the writer's and returns the log's frames and the frames copied (-1 when not in WAL)."""
+        self._passive = passive
         self._writer = writer
         self._commits = 0
         self._due = EVERY_WRITES
@@ -76,16 +80,9 @@ class WalCheckpoints:
         except Exception as exc:  # the next one copies what this one did not
             log.warning("storage.checkpoint_failed", error=repr(exc))
 
-    async def _passive(self) -> tuple[int, int]:
-        """Frames in the log and frames copied to the database file (-1 when not in WAL)."""
-        async with self._engine.connect() as conn:
-            result = await conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
-            _busy, frames, copied = list(result.one())
-        return int(frames), int(copied)
-
     async def aclose(self) -> None:
-        """Stop a checkpoint under way: the engine is about to be disposed, and its last
-        connection's close checkpoints anyway."""
+        """Stop a checkpoint under way: the connections are about to close, and the last
+        one's close checkpoints anyway."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

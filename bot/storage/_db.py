@@ -1,7 +1,10 @@
-"""Opening the database: engine, session factory and schema migrations at start-up.
+"""Opening the database: its connections and schema migrations at start-up.
 
-The same code runs on SQLite (aiosqlite, the default) and Postgres (asyncpg). On a SQLite file,
-the reply path's transactions and reads also have lanes of their own (``lane.py``).
+The same statements run on SQLite (the default) and Postgres (asyncpg). Every transaction is a
+plain function of a connection (``run_write``, ``run_read``): on SQLite it runs whole on a
+thread of a lane (``_lane.py``), with the sqlite3 driver and no async layer; on Postgres through
+SQLAlchemy's async engine, imported only then (``_engine.py``). So a process on SQLite never
+loads SQLAlchemy's asyncio extension and the ORM it imports (~7 MiB, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ import asyncio
 import json
 import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
@@ -20,36 +23,33 @@ import structlog
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import (
-    AsyncConnection,
-    AsyncEngine,
-    AsyncSession,
-    async_sessionmaker,
-)
 
 from bot.storage._checkpoints import WalCheckpoints
-from bot.storage._engine import (
-    POSTGRES_POOL_SIZE,
-    check_pool_room,
-    create_engine,
-    is_sqlite_memory,
-    sqlite_pragmas,
-)
 from bot.storage._errors import StorageError
 from bot.storage._lane import SqliteLane
+from bot.storage._sqlite import is_sqlite_memory, sqlite_pragmas
 from bot.storage._trace_writer import WRITE_DELAY, TraceWriter
 from bot.storage._writer import WriterQueue
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/loopgate.db"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Up to 15 connections per process, as SQLAlchemy's default (5 + 10), and all of them kept
+# (database.pool_size, no overflow): a connection beyond the kept ones is closed when it is
+# returned, so a load that needs a few more than the kept ones opens and closes connections all
+# the time, and a new Postgres backend costs both sides a fork, authentication and a cold
+# catalog and statement cache (10 kept + 5 overflow opened one connection per eight replies
+# for three processes under 40 chats at once; docs/scaling.md, "Stop 41").
+POSTGRES_POOL_SIZE = 15
 
-# Plain URLs people paste from elsewhere get the async driver this package ships with.
+# Plain URLs people paste from elsewhere get the driver this package ships with. A SQLite URL
+# keeps its historical ``+aiosqlite`` (config files name it); the lanes open it with sqlite3.
 _ASYNC_DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
     "postgres": "postgresql+asyncpg",
@@ -64,25 +64,33 @@ HEAD_REVISION = "0009"
 
 
 class Database:
-    """An engine plus its session factory; close it with ``aclose`` or ``async with``."""
+    """Where the stores run their statements; close it with ``aclose`` or ``async with``.
+
+    SQLite: ``lanes`` (writes, reads), the same lane twice for an in-memory database (its one
+    connection). Postgres: ``engine``.
+    """
 
     def __init__(
         self,
-        engine: AsyncEngine,
-        sessionmaker: async_sessionmaker[AsyncSession],
+        url: URL,
+        *,
         lanes: tuple[SqliteLane, SqliteLane] | None = None,
+        engine: AsyncEngine | None = None,
     ) -> None:
+        self._url = url
+        self._lanes = lanes
+        self._engine = engine
         self.engine = engine
-        self.sessionmaker = sessionmaker
+        """Postgres: SQLAlchemy's async engine (for what is not a function of a connection,
+        e.g. a connection held across awaits in a test); None on SQLite."""
+        self._dialect = "sqlite" if lanes is not None else "postgresql"
         # SQLite: one writer at a time, queued in the event loop (see writer.py). Readers are
         # not queued (WAL). Postgres takes concurrent writers itself.
-        self._dialect = engine.dialect.name
-        self._writer = WriterQueue() if self._dialect == "sqlite" else None
-        # SQLite in a file: run_write's transactions and run_read's reads (lane.py)
-        self._lane: SqliteLane | None = lanes[0] if lanes else None
-        self._reads: SqliteLane | None = lanes[1] if lanes else None
+        self._writer = WriterQueue() if lanes is not None else None
         self.checkpoints = (
-            WalCheckpoints(engine, self._writer) if self._writer is not None else None
+            WalCheckpoints(partial(lanes[1].read, _passive_checkpoint), self._writer)
+            if lanes is not None and self._writer is not None
+            else None
         )
         """SQLite: the log is checkpointed in the background (``checkpoints.py``)."""
         # On Postgres each write transaction costs round trips, which a short delay shares
@@ -95,44 +103,20 @@ class Database:
         self._flushes: list[Callable[[], Awaitable[None]]] = []
         # The same pool; its connections are set to autocommit at checkout (an attribute on
         # asyncpg's side, no round trip) and set back when they return.
-        self._autocommit_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-
-    @asynccontextmanager
-    async def write(self, *, urgent: bool = False) -> AsyncIterator[AsyncSession]:
-        """A session in a transaction, for writes; committed on success, rolled back on error.
-        ``urgent``: a platform waits on this write (an inbound message before its ack)."""
-        if self._writer is None:
-            async with self.sessionmaker.begin() as session:
-                yield session
-            return
-        async with self._writer.hold(urgent=urgent), self.sessionmaker.begin() as session:
-            yield session
-        self._wrote()
-
-    @asynccontextmanager
-    async def write_connection(self, *, urgent: bool = False) -> AsyncIterator[AsyncConnection]:
-        """Like :meth:`write` without the ORM session. A transaction that is a plain function of
-        its connection goes through :meth:`run_write` instead (one hop on SQLite); this is for
-        the ones written as async code (the team tasks' locked read-modify-writes)."""
-        if self._writer is None:
-            async with self.engine.begin() as conn:
-                yield conn
-            return
-        async with self._writer.hold(urgent=urgent), self.engine.begin() as conn:
-            yield conn
-        self._wrote()
+        self._autocommit_engine = (
+            engine.execution_options(isolation_level="AUTOCOMMIT") if engine is not None else None
+        )
 
     async def run_write(self, work: Callable[[Connection], T], *, urgent: bool = False) -> T:
         """``work`` with a connection in one write transaction: committed when it returns,
-        rolled back when it raises; returns what it returns. For the reply path's writes: on a
-        SQLite file the whole transaction is one hop to the lane's thread (``lane.py``)."""
-        if self._writer is None:  # Postgres takes concurrent writers itself
+        rolled back when it raises; returns what it returns. On SQLite the whole transaction
+        is one hop to the write lane's thread (``lane.py``), after the writers queued before
+        it; ``urgent``: a platform waits on this write (an inbound message before its ack)."""
+        if self._lanes is None:  # Postgres takes concurrent writers itself
             return await self._engine_transaction(work)
+        assert self._writer is not None
         async with self._writer.hold(urgent=urgent):
-            if self._lane is not None:
-                result = await self._lane.run(work)
-            else:  # in-memory: its one connection is the async engine's
-                result = await self._engine_transaction(work)
+            result = await self._lanes[0].run(work)
         self._wrote()
         return result
 
@@ -141,30 +125,35 @@ class Database:
         that statement runs as its own transaction (autocommit), which is just as atomic and
         saves the ``BEGIN`` and ``COMMIT`` round trips; work with two statements would lose its
         atomicity here: give it to :meth:`run_write`."""
-        if self._dialect == "postgresql":
+        if self._autocommit_engine is not None:
             return await self._autocommit(work)
         return await self.run_write(work, urgent=urgent)
 
+    async def run_read(self, work: Callable[[Connection], T]) -> T:
+        """``work`` with a connection, for reads: on SQLite in one hop to a read lane's thread
+        (``lane.py``; WAL lets it run beside the writer); each statement sees what was committed
+        before it. On Postgres without a transaction around it: each
+        statement sees the data committed before it, as it would in a (read committed)
+        transaction, and the ``BEGIN`` and the ``ROLLBACK`` cost two round trips a read."""
+        if self._lanes is not None:
+            return await self._lanes[1].read(work)
+        return await self._autocommit(work)
+
     async def _engine_transaction(self, work: Callable[[Connection], T]) -> T:
-        async with self.engine.begin() as conn:
+        assert self._engine is not None
+        async with self._engine.begin() as conn:
             return await conn.run_sync(work)
 
     async def _autocommit(self, work: Callable[[Connection], T]) -> T:
+        assert self._autocommit_engine is not None
         async with self._autocommit_engine.connect() as conn:
             return await conn.run_sync(work)
 
-    async def run_read(self, work: Callable[[Connection], T]) -> T:
-        """``work`` with a connection, for the reply path's reads: on a SQLite file in one hop
-        to the read lane's thread (``lane.py``), elsewhere through the async engine. On
-        Postgres without a transaction around it: each statement sees the data committed
-        before it, as it would in a (read committed) transaction, and the ``BEGIN`` and the
-        ``ROLLBACK`` cost two round trips a read."""
-        if self._reads is not None:
-            return await self._reads.read(work)
-        if self._dialect == "postgresql":
-            return await self._autocommit(work)
-        async with self.engine.connect() as conn:
-            return await conn.run_sync(work)
+    async def _migrate(self, work: Callable[[Connection], T]) -> T:
+        """``work`` in one transaction, outside the writer queue (nothing else runs yet)."""
+        if self._lanes is not None:
+            return await self._lanes[0].run(work)
+        return await self._engine_transaction(work)
 
     def _wrote(self) -> None:
         if self.checkpoints is not None:
@@ -177,14 +166,16 @@ class Database:
 
     @property
     def safe_url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        return self._url.render_as_string(hide_password=True)
 
     async def warn_if_pool_too_large(self, pool_size: int) -> None:
         """Postgres: log ``storage.pool_too_large`` when ``pool_size`` connections do not fit in
         what the server has left. For the long-lived server (``loopgate serve``) only: a CLI
         command or the migration child never fills its pool."""
-        if self.dialect == "postgresql":
-            await check_pool_room(self.engine, pool_size)
+        if self._engine is not None:
+            from bot.storage._engine import check_pool_room
+
+            await check_pool_room(self._engine, pool_size)
 
     def flush_before_close(self, flush: Callable[[], Awaitable[None]]) -> None:
         """``flush`` writes what a writer behind the runs holds (the usage rollup): awaited
@@ -197,10 +188,11 @@ class Database:
             await flush()
         if self.checkpoints is not None:
             await self.checkpoints.aclose()
-        for lane in (self._lane, self._reads):
-            if lane is not None:
+        if self._lanes is not None:
+            for lane in dict.fromkeys(self._lanes):  # an in-memory database has one
                 await lane.close()
-        await self.engine.dispose()
+        if self._engine is not None:
+            await self._engine.dispose()
 
     async def __aenter__(self) -> Database:
         return self
@@ -212,6 +204,12 @@ class Database:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _passive_checkpoint(conn: Connection) -> tuple[int, int]:
+    """Frames in the log and frames copied to the database file (-1 when not in WAL)."""
+    _busy, frames, copied = conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").one()
+    return int(frames), int(copied)
 
 
 def redact(url: str) -> str:
@@ -249,26 +247,41 @@ async def open_database(
         if not _IDENTIFIER.fullmatch(schema):
             raise StorageError(f"invalid schema name {schema!r}")  # it is spliced into SQL
     try:
-        engine = create_engine(parsed, schema, pool_size=pool_size)
+        db = _connect(parsed, schema, pool_size)
     except Exception as exc:  # e.g. an unwritable data directory, bad driver arguments
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
     apart = migrate_apart and not is_sqlite_memory(parsed)
     try:
-        if not await _migrate(engine, schema, apart=apart):
+        done, before, after = await db._migrate(partial(_migrate, schema=schema, apart=apart))
+        if not done:
             await _migrate_in_child(url, schema)
+        elif before != after:
+            log.info("storage.migrated", from_revision=before, to_revision=after)
     except Exception as exc:  # unreachable server, bad credentials, unknown revision, ...
-        await engine.dispose()
+        await db.aclose()
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
-    lanes = None
-    if engine.dialect.name == "sqlite" and not is_sqlite_memory(parsed):
-        lanes = (
-            SqliteLane(parsed, sqlite_pragmas, "writes"),
-            # Two readers: one long history does not hold up every other chat's.
-            SqliteLane(parsed, sqlite_pragmas, "reads", threads=2),
-        )
-    db = Database(engine, async_sessionmaker(engine, expire_on_commit=False), lanes)
     log.info("storage.opened", url=db.safe_url, dialect=db.dialect, schema=schema)
     return db
+
+
+def _connect(url: URL, schema: str | None, pool_size: int) -> Database:
+    if url.get_backend_name() == "sqlite":
+        if is_sqlite_memory(url):
+            # Each new connection to :memory: is a new, empty database: one lane, one
+            # connection, for the writes and the reads.
+            lane = SqliteLane(url, sqlite_pragmas, "memory")
+            return Database(url, lanes=(lane, lane))
+        if url.database and not url.database.startswith("file:"):
+            Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        lanes = (
+            SqliteLane(url, sqlite_pragmas, "writes"),
+            # Two readers: one long history does not hold up every other chat's.
+            SqliteLane(url, sqlite_pragmas, "reads", threads=2),
+        )
+        return Database(url, lanes=lanes)
+    from bot.storage._engine import create_engine  # SQLAlchemy's asyncio layer: Postgres only
+
+    return Database(url, engine=create_engine(url, schema, pool_size=pool_size))
 
 
 def _parse(url: str) -> URL:
@@ -306,34 +319,33 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-async def _migrate(engine: AsyncEngine, schema: str | None, *, apart: bool = False) -> bool:
-    """Bring the schema to head; False when it is behind and ``apart`` asks for a child to
-    migrate it (the lock is released by then, for the child to take)."""
-    async with engine.begin() as conn:
-        # Two processes starting together must not both create the tables: take a lock held
-        # until this transaction ends before reading the current revision.
-        if conn.dialect.name == "postgresql":
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-        else:
-            # The sqlite3 driver would run DDL outside any transaction; an explicit write
-            # transaction makes the migration atomic and makes other openers wait (busy_timeout).
-            await conn.exec_driver_sql("BEGIN IMMEDIATE")
-        if schema is not None:
-            exists = await conn.scalar(
-                text("SELECT 1 FROM pg_namespace WHERE nspname = :name"), {"name": schema}
-            )
-            if not exists:  # checked first: a role without CREATE may use an existing schema
-                await conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
-        if await conn.run_sync(_stored_revisions) == [HEAD_REVISION]:
-            return True  # the usual start: nothing to upgrade, so Alembic is not even imported
-        if apart:
-            return False
-        before = await conn.run_sync(_current_revision)
-        await conn.run_sync(_upgrade_to_head)
-        after = await conn.run_sync(_current_revision)
-    if before != after:
-        log.info("storage.migrated", from_revision=before, to_revision=after)
-    return True
+def _migrate(
+    conn: Connection, *, schema: str | None, apart: bool
+) -> tuple[bool, str | None, str | None]:
+    """Bring the schema to head in ``conn``'s transaction: (done, revision before, after).
+    Not done when it is behind and ``apart`` asks for a child to migrate it (the lock is
+    released by then, for the child to take)."""
+    # Two processes starting together must not both create the tables: take a lock held
+    # until this transaction ends before reading the current revision.
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+    else:
+        # The sqlite3 driver would run DDL outside any transaction; an explicit write
+        # transaction makes the migration atomic and makes other openers wait (busy_timeout).
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    if schema is not None:
+        exists = conn.scalar(
+            text("SELECT 1 FROM pg_namespace WHERE nspname = :name"), {"name": schema}
+        )
+        if not exists:  # checked first: a role without CREATE may use an existing schema
+            conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    if _stored_revisions(conn) == [HEAD_REVISION]:
+        return True, HEAD_REVISION, HEAD_REVISION  # the usual start: Alembic is not imported
+    if apart:
+        return False, None, None
+    before = _current_revision(conn)
+    _upgrade_to_head(conn)
+    return True, before, _current_revision(conn)
 
 
 async def _migrate_in_child(url: str, schema: str | None) -> None:

@@ -1,11 +1,9 @@
-"""Building the engine: the pool and connection settings of each dialect (SQLite's pragmas,
-Postgres' pool, its liveness check at checkout and its room on the server)."""
+"""Postgres' engine: SQLAlchemy's async engine on asyncpg, its pool, its liveness check at
+checkout and its room on the server. Imported only for a Postgres URL: SQLite runs on the lanes
+(``_lane.py``) without the asyncio extension and the ORM it imports."""
 
 from __future__ import annotations
 
-import random
-import time
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -13,59 +11,29 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from bot.storage._sql import dump_json
 
 log = structlog.get_logger(__name__)
 
-SQLITE_BUSY_TIMEOUT_MS = 5_000
-# Each connection's page cache, in KiB (SQLite's default is 2,000). Six connections (the lanes'
-# three, the engine's pool) each kept their own copy of the hot pages, ~2 MiB of a Telegram-only
-# process's 100 MiB budget; the pages they drop stay in the OS page cache, a read away.
-SQLITE_CACHE_KIB = 256
-WAL_SWITCH_ATTEMPTS = 50
 POSTGRES_CONNECT_TIMEOUT_S = 10
-# Up to 15 connections per process, as SQLAlchemy's default (5 + 10), and all of them kept
-# (database.pool_size, no overflow): a connection beyond the kept ones is closed when it is
-# returned, so a load that needs a few more than the kept ones opens and closes connections all
-# the time, and a new Postgres backend costs both sides a fork, authentication and a cold
-# catalog and statement cache (10 kept + 5 overflow opened one connection per eight replies
-# for three processes under 40 chats at once; docs/scaling.md, "Stop 41").
-POSTGRES_POOL_SIZE = 15
 
 
-def is_sqlite_memory(url: URL) -> bool:
-    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-
-
-def create_engine(
-    url: URL, schema: str | None, *, pool_size: int = POSTGRES_POOL_SIZE
-) -> AsyncEngine:
-    kwargs: dict[str, Any] = {
-        "json_serializer": dump_json,
-    }
-    if url.get_backend_name() == "sqlite":
-        if is_sqlite_memory(url):
-            # Each new connection to :memory: is a new, empty database: share one.
-            kwargs["poolclass"] = StaticPool
-        else:
-            if url.database and not url.database.startswith("file:"):
-                Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            # Writers are queued by Database.write(); a few connections let reads go on
-            # meanwhile (WAL), and busy_timeout covers writers in other processes.
-            kwargs.update(pool_size=5, max_overflow=5)
-    else:
-        # Fail start-up within seconds on an unreachable host instead of asyncpg's 60 s.
-        connect_args: dict[str, Any] = {"timeout": POSTGRES_CONNECT_TIMEOUT_S}
-        if schema is not None:
-            connect_args["server_settings"] = {"search_path": schema}
-        kwargs.update(pool_size=pool_size, max_overflow=0, connect_args=connect_args)
-    engine = create_async_engine(url, **kwargs)
-    if url.get_backend_name() == "sqlite":
-        event.listen(engine.sync_engine, "connect", sqlite_pragmas)
-    else:
-        event.listen(engine.sync_engine, "checkout", _replace_if_closed)
+def create_engine(url: URL, schema: str | None, *, pool_size: int) -> AsyncEngine:
+    """The engine of a ``postgresql+asyncpg`` URL; ``schema`` becomes the search path."""
+    # Fail start-up within seconds on an unreachable host instead of asyncpg's 60 s.
+    connect_args: dict[str, Any] = {"timeout": POSTGRES_CONNECT_TIMEOUT_S}
+    if schema is not None:
+        connect_args["server_settings"] = {"search_path": schema}
+    engine = create_async_engine(
+        url,
+        json_serializer=dump_json,
+        pool_size=pool_size,
+        max_overflow=0,
+        connect_args=connect_args,
+    )
+    event.listen(engine.sync_engine, "checkout", _replace_if_closed)
     return engine
 
 
@@ -117,43 +85,3 @@ def _replace_if_closed(dbapi_connection: Any, record: ConnectionPoolEntry, proxy
     """
     if dbapi_connection.driver_connection.is_closed():
         raise DisconnectionError("the server closed this pooled connection")
-
-
-def sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
-    # WAL lets readers run while the bot writes; foreign_keys is off by default in SQLite and
-    # the ON DELETE CASCADE constraints need it; busy_timeout makes a second writer wait for
-    # the lock instead of failing at once with "database is locked".
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        _use_wal(cursor)
-        cursor.execute("PRAGMA foreign_keys=ON")
-        # NORMAL is durable in WAL mode except for the last commits on power loss (not on a
-        # process crash), and saves an fsync per transaction.
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        # Checkpoints run in the background (checkpoints.py), not inside a reply's commit.
-        cursor.execute("PRAGMA wal_autocheckpoint=0")
-        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
-    finally:
-        cursor.close()
-
-
-def _use_wal(cursor: Any) -> None:
-    """Switch to WAL (persistent) unless already done.
-
-    The switch wants an exclusive lock, and when several openers of a new database try it at
-    once SQLite refuses it at once ("database is locked") instead of waiting busy_timeout, to
-    avoid a deadlock. So: retry for a moment, and stop as soon as someone else switched it.
-    Only a brand-new database file ever gets here more than once.
-    """
-    for attempt in range(WAL_SWITCH_ATTEMPTS):
-        cursor.execute("PRAGMA journal_mode")
-        if str(cursor.fetchone()[0]).lower() == "wal":
-            return
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except Exception:
-            if attempt == WAL_SWITCH_ATTEMPTS - 1:
-                raise
-            time.sleep(0.01 + random.random() * 0.02)  # sync connect hook: start-up only

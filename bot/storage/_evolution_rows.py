@@ -6,12 +6,9 @@ imports this module, so ``Base.metadata`` always has them).
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 from sqlalchemy import JSON, CheckConstraint, Float, Index, Integer, String, Text
-from sqlalchemy.orm import Mapped, mapped_column
 
+from bot.storage._table import column
 from bot.storage.models import Base, BigIntId, UTCDateTime, utcnow
 
 SUGGESTION_STATUSES = ("pending", "approved", "applied", "rejected", "rolled_back", "failed")
@@ -26,13 +23,13 @@ class MetricSnapshotRow(Base):
         Index("ix_evolution_metrics_agent_id_computed_at", "agent_id", "computed_at"),
     )
 
-    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
-    agent_id: Mapped[str] = mapped_column(String(255))
-    computed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    window_start: Mapped[datetime] = mapped_column(UTCDateTime())
-    runs: Mapped[int] = mapped_column(Integer())
-    quality: Mapped[float] = mapped_column(Float())
-    metrics: Mapped[dict[str, Any]] = mapped_column(JSON())
+    id = column(BigIntId, primary_key=True, autoincrement=True)
+    agent_id = column(String(255))
+    computed_at = column(UTCDateTime(), default=utcnow)
+    window_start = column(UTCDateTime())
+    runs = column(Integer())
+    quality = column(Float())
+    metrics = column(JSON())
 
 
 class SuggestionRow(Base):
@@ -48,21 +45,21 @@ class SuggestionRow(Base):
         CheckConstraint(f"status IN {SUGGESTION_STATUSES!r}", name="status"),
     )
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    agent_id: Mapped[str] = mapped_column(String(255))
-    rule: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16))
-    fingerprint: Mapped[str] = mapped_column(String(64))
-    evidence: Mapped[dict[str, Any]] = mapped_column(JSON())
-    change: Mapped[dict[str, Any]] = mapped_column(JSON())
-    summary: Mapped[str] = mapped_column(Text())
-    reason: Mapped[str] = mapped_column(Text(), default="")
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    decided_by: Mapped[str | None] = mapped_column(String(255))
-    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    previous: Mapped[dict[str, Any] | None] = mapped_column(JSON())
-    baseline: Mapped[dict[str, Any] | None] = mapped_column(JSON())
-    outcome: Mapped[str | None] = mapped_column(Text())
-    history: Mapped[list[dict[str, Any]]] = mapped_column(JSON(), default=list)
+    id = column(String(32), primary_key=True)
+    agent_id = column(String(255))
+    rule = column(String(64))
+    status = column(String(16))
+    fingerprint = column(String(64))
+    evidence = column(JSON())
+    change = column(JSON())
+    summary = column(Text())
+    reason = column(Text(), default="")
+    created_at = column(UTCDateTime(), default=utcnow)
+    updated_at = column(UTCDateTime(), default=utcnow)
+    decided_by = column(String(255), nullable=True)
+    decided_at = column(UTCDateTime(), nullable=True)
+    applied_at = column(UTCDateTime(), nullable=True)
+    previous = column(JSON(), nullable=True)
+    baseline = column(JSON(), nullable=True)
+    outcome = column(Text(), nullable=True)
+    history = column(JSON(), default=list)

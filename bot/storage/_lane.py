@@ -1,16 +1,16 @@
 """SQLite work run whole on threads of their own: one hop from the event loop.
 
-Through the async engine, every statement is three or four round trips to aiosqlite's thread
-(execute, fetch, close; then the commit), each behind a greenlet switch in SQLAlchemy's async
-layer. A reply's writes are small transactions of one or two prebuilt statements, so those hops
-were most of their cost: ~1 ms of CPU per transaction, against ~0.27 ms for the same
+Through SQLAlchemy's async engine, every statement was three or four round trips to aiosqlite's
+thread (execute, fetch, close; then the commit), each behind a greenlet switch in SQLAlchemy's
+async layer. A reply's writes are small transactions of one or two prebuilt statements, so those
+hops were most of their cost: ~1 ms of CPU per transaction, against ~0.27 ms for the same
 transaction run whole by SQLAlchemy's sync engine on a thread of its own (docs/performance.md,
-round 5).
+round 5). Since issue 33 every SQLite statement runs on a lane, and the async layer (with the
+ORM it imports) is not loaded at all on SQLite.
 
-A lane's engine opens the same file with the same pragmas as the async one. A database has two
-(``db.py``): one for write transactions, still taken in turn with all other writes
-(``writer.py``), and one with two threads for the reply path's reads, which WAL lets run beside
-the writer.
+A database file has two lanes (``_db.py``): one for write transactions, still taken in turn
+with all other writes (``_writer.py``), and one with two threads for reads, which WAL lets run
+beside the writer. An in-memory database has one lane and one connection for both.
 
 Each lane thread keeps its connection open between transactions (checking a connection out of
 the pool and back in, with its reset, cost SQLAlchemy about as much as the transaction itself),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -22,8 +21,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
+
+from bot.storage._table import TableRow, column
 
 # Deterministic constraint names: SQLite batch migrations can only alter named constraints, and
 # both backends then carry the same names.
@@ -71,25 +71,25 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
-class Base(DeclarativeBase):
+class Base(TableRow):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
 class SessionRow(Base):
     __tablename__ = "sessions"
 
-    key: Mapped[str] = mapped_column(String(255), primary_key=True)
-    agent_id: Mapped[str] = mapped_column(String(255))
-    user_id: Mapped[str] = mapped_column(String(255))
-    channel: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    model: Mapped[str] = mapped_column(String(255))
-    provider: Mapped[str] = mapped_column(String(64))
-    input_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
-    output_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
-    compaction_count: Mapped[int] = mapped_column(Integer(), default=0)
-    summary: Mapped[str | None] = mapped_column(Text())
+    key = column(String(255), primary_key=True)
+    agent_id = column(String(255))
+    user_id = column(String(255))
+    channel = column(String(64))
+    created_at = column(UTCDateTime(), default=utcnow)
+    updated_at = column(UTCDateTime(), default=utcnow)
+    model = column(String(255))
+    provider = column(String(64))
+    input_tokens = column(BigInteger(), default=0)
+    output_tokens = column(BigInteger(), default=0)
+    compaction_count = column(Integer(), default=0)
+    summary = column(Text(), nullable=True)
 
 
 class MessageRow(Base):
@@ -100,18 +100,16 @@ class MessageRow(Base):
         CheckConstraint(f"role IN {MESSAGE_ROLES!r}", name="role"),
     )
 
-    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
-    session_key: Mapped[str] = mapped_column(
-        String(255), ForeignKey("sessions.key", ondelete="CASCADE")
-    )
-    run_id: Mapped[str] = mapped_column(String(255))
-    role: Mapped[str] = mapped_column(String(16))
-    content: Mapped[str] = mapped_column(Text())
+    id = column(BigIntId, primary_key=True, autoincrement=True)
+    session_key = column(String(255), ForeignKey("sessions.key", ondelete="CASCADE"))
+    run_id = column(String(255))
+    role = column(String(16))
+    content = column(Text())
     # [{"id", "name", "arguments"}]; NULL when the message has no tool calls.
-    tool_calls: Mapped[list[dict[str, str]] | None] = mapped_column(JSON())
-    tool_call_id: Mapped[str | None] = mapped_column(String(255))
-    name: Mapped[str | None] = mapped_column(String(255))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    tool_calls = column(JSON(), nullable=True)
+    tool_call_id = column(String(255), nullable=True)
+    name = column(String(255), nullable=True)
+    created_at = column(UTCDateTime(), default=utcnow)
 
 
 class SummaryRow(Base):
@@ -119,54 +117,50 @@ class SummaryRow(Base):
 
     __tablename__ = "summaries"
 
-    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
-    session_key: Mapped[str] = mapped_column(
-        String(255), ForeignKey("sessions.key", ondelete="CASCADE"), index=True
-    )
-    content: Mapped[str] = mapped_column(Text())
-    message_count: Mapped[int] = mapped_column(Integer())  # messages the summary replaced
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    id = column(BigIntId, primary_key=True, autoincrement=True)
+    session_key = column(String(255), ForeignKey("sessions.key", ondelete="CASCADE"), index=True)
+    content = column(Text())
+    message_count = column(Integer())  # messages the summary replaced
+    created_at = column(UTCDateTime(), default=utcnow)
 
 
 class TraceRow(Base):
     __tablename__ = "traces"
     __table_args__ = (Index("ix_traces_session_key_started_at", "session_key", "started_at"),)
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    run_id: Mapped[str] = mapped_column(String(255), index=True)
-    session_key: Mapped[str] = mapped_column(String(255))
-    agent_id: Mapped[str] = mapped_column(String(255))
-    status: Mapped[str] = mapped_column(String(32))
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
-    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    input_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
-    output_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
-    error: Mapped[str | None] = mapped_column(Text())
-    output_preview: Mapped[str] = mapped_column(Text(), default="")
-    input_preview: Mapped[str | None] = mapped_column(Text())
+    id = column(String(64), primary_key=True)
+    run_id = column(String(255), index=True)
+    session_key = column(String(255))
+    agent_id = column(String(255))
+    status = column(String(32))
+    started_at = column(UTCDateTime(), index=True)
+    ended_at = column(UTCDateTime(), nullable=True)
+    input_tokens = column(BigInteger(), default=0)
+    output_tokens = column(BigInteger(), default=0)
+    error = column(Text(), nullable=True)
+    output_preview = column(Text(), default="")
+    input_preview = column(Text(), nullable=True)
     # A child or delegated run: the trace and the tool span that started it. No foreign key:
     # the parent trace is saved when the parent run ends, usually after its children.
-    parent_trace_id: Mapped[str | None] = mapped_column(String(64), index=True)
-    parent_span_id: Mapped[str | None] = mapped_column(String(64))
+    parent_trace_id = column(String(64), index=True, nullable=True)
+    parent_span_id = column(String(64), nullable=True)
 
 
 class SpanRow(Base):
     __tablename__ = "spans"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    trace_id: Mapped[str] = mapped_column(
-        String(64), ForeignKey("traces.id", ondelete="CASCADE"), index=True
-    )
+    id = column(String(64), primary_key=True)
+    trace_id = column(String(64), ForeignKey("traces.id", ondelete="CASCADE"), index=True)
     # Index in Trace.spans: rebuilds the list exactly (the root first) even when two spans share
     # a started_at timestamp or the wall clock stepped back during the run.
-    position: Mapped[int] = mapped_column(Integer())
-    parent_id: Mapped[str | None] = mapped_column(String(64))
-    kind: Mapped[str] = mapped_column(String(16))
-    name: Mapped[str] = mapped_column(String(255))
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    duration_ms: Mapped[float] = mapped_column(Float())
-    error: Mapped[bool] = mapped_column(Boolean())
-    attributes: Mapped[dict[str, Any]] = mapped_column(JSON())
+    position = column(Integer())
+    parent_id = column(String(64), nullable=True)
+    kind = column(String(16))
+    name = column(String(255))
+    started_at = column(UTCDateTime())
+    duration_ms = column(Float())
+    error = column(Boolean())
+    attributes = column(JSON())
 
 
 class ChannelStateRow(Base):
@@ -174,10 +168,10 @@ class ChannelStateRow(Base):
 
     __tablename__ = "channel_state"
 
-    channel: Mapped[str] = mapped_column(String(64), primary_key=True)
-    key: Mapped[str] = mapped_column(String(255), primary_key=True)
-    value: Mapped[str] = mapped_column(Text())
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    channel = column(String(64), primary_key=True)
+    key = column(String(255), primary_key=True)
+    value = column(Text())
+    updated_at = column(UTCDateTime(), default=utcnow)
 
 
 class ProcessedMessageRow(Base):
@@ -185,8 +179,8 @@ class ProcessedMessageRow(Base):
 
     __tablename__ = "processed_messages"
 
-    key: Mapped[str] = mapped_column(String(255), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+    key = column(String(255), primary_key=True)
+    created_at = column(UTCDateTime(), default=utcnow, index=True)
 
 
 class AgentRow(Base):
@@ -195,18 +189,18 @@ class AgentRow(Base):
 
     __tablename__ = "agents"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    provider: Mapped[str | None] = mapped_column(String(64))
-    model: Mapped[str | None] = mapped_column(String(255))
-    system_prompt: Mapped[str | None] = mapped_column(Text())
-    max_iterations: Mapped[int | None] = mapped_column(Integer())
-    context_window: Mapped[int | None] = mapped_column(Integer())
-    workspace: Mapped[str | None] = mapped_column(Text())
-    fallback_provider: Mapped[str | None] = mapped_column(String(64))
-    fallback_model: Mapped[str | None] = mapped_column(String(255))
-    settings: Mapped[dict[str, Any]] = mapped_column(JSON(), default=dict)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    id = column(String(64), primary_key=True)
+    provider = column(String(64), nullable=True)
+    model = column(String(255), nullable=True)
+    system_prompt = column(Text(), nullable=True)
+    max_iterations = column(Integer(), nullable=True)
+    context_window = column(Integer(), nullable=True)
+    workspace = column(Text(), nullable=True)
+    fallback_provider = column(String(64), nullable=True)
+    fallback_model = column(String(255), nullable=True)
+    settings = column(JSON(), default=dict)
+    created_at = column(UTCDateTime(), default=utcnow)
+    updated_at = column(UTCDateTime(), default=utcnow)
 
 
 class MemoryFileRow(Base):
@@ -214,11 +208,11 @@ class MemoryFileRow(Base):
 
     __tablename__ = "memory_files"
 
-    workspace_key: Mapped[str] = mapped_column(String(1024), primary_key=True)
-    path: Mapped[str] = mapped_column(String(1024), primary_key=True)
-    mtime_ns: Mapped[int] = mapped_column(BigInteger())
-    size: Mapped[int] = mapped_column(BigInteger())
-    indexed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    workspace_key = column(String(1024), primary_key=True)
+    path = column(String(1024), primary_key=True)
+    mtime_ns = column(BigInteger())
+    size = column(BigInteger())
+    indexed_at = column(UTCDateTime(), default=utcnow)
 
 
 class MemoryChunkRow(Base):
@@ -230,14 +224,14 @@ class MemoryChunkRow(Base):
     __tablename__ = "memory_chunks"
     __table_args__ = (Index("ix_memory_chunks_workspace_key_path", "workspace_key", "path"),)
 
-    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
-    workspace_key: Mapped[str] = mapped_column(String(1024))
-    path: Mapped[str] = mapped_column(String(1024))
-    chunk_no: Mapped[int] = mapped_column(Integer())
-    heading: Mapped[str] = mapped_column(Text())
-    start_line: Mapped[int] = mapped_column(Integer())
-    end_line: Mapped[int] = mapped_column(Integer())
-    content: Mapped[str] = mapped_column(Text())
+    id = column(BigIntId, primary_key=True, autoincrement=True)
+    workspace_key = column(String(1024))
+    path = column(String(1024))
+    chunk_no = column(Integer())
+    heading = column(Text())
+    start_line = column(Integer())
+    end_line = column(Integer())
+    content = column(Text())
 
 
 INBOX_STATES = ("queued", "running", "answered", "dropped", "failed", "expired")
@@ -263,22 +257,22 @@ class InboxRow(Base):
         Index("ix_inbox_state_id", "state", "id"),
     )
 
-    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
-    session_key: Mapped[str] = mapped_column(String(255))
-    agent_id: Mapped[str] = mapped_column(String(64))
-    channel: Mapped[str] = mapped_column(String(64))
-    message: Mapped[dict[str, Any]] = mapped_column(JSON())
-    state: Mapped[str] = mapped_column(String(16))
-    reason: Mapped[str | None] = mapped_column(Text())
-    attempts: Mapped[int] = mapped_column(Integer(), default=0)
-    answer: Mapped[str | None] = mapped_column(Text())
-    parts: Mapped[list[str]] = mapped_column(JSON(), default=list)
-    previews: Mapped[list[str] | None] = mapped_column(JSON())
-    received_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    owner: Mapped[str | None] = mapped_column(String(128))
-    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    id = column(BigIntId, primary_key=True, autoincrement=True)
+    session_key = column(String(255))
+    agent_id = column(String(64))
+    channel = column(String(64))
+    message = column(JSON())
+    state = column(String(16))
+    reason = column(Text(), nullable=True)
+    attempts = column(Integer(), default=0)
+    answer = column(Text(), nullable=True)
+    parts = column(JSON(), default=list)
+    previews = column(JSON(), nullable=True)
+    received_at = column(UTCDateTime())
+    created_at = column(UTCDateTime(), default=utcnow)
+    updated_at = column(UTCDateTime(), default=utcnow)
+    owner = column(String(128), nullable=True)
+    lease_until = column(UTCDateTime(), nullable=True)
 
 
 LINK_DIRECTIONS = ("outbound", "inbound", "bidirectional")
@@ -295,12 +289,12 @@ class AgentLinkRow(Base):
         CheckConstraint(f"direction IN {LINK_DIRECTIONS!r}", name="direction"),
     )
 
-    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
-    source: Mapped[str] = mapped_column(String(64))
-    target: Mapped[str] = mapped_column(String(64), index=True)
-    direction: Mapped[str] = mapped_column(String(16))
-    description: Mapped[str] = mapped_column(Text(), default="")
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    id = column(BigIntId, primary_key=True, autoincrement=True)
+    source = column(String(64))
+    target = column(String(64), index=True)
+    direction = column(String(16))
+    description = column(Text(), default="")
+    created_at = column(UTCDateTime(), default=utcnow)
 
 
 class TeamRow(Base):
@@ -310,13 +304,13 @@ class TeamRow(Base):
 
     __tablename__ = "teams"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    lead: Mapped[str] = mapped_column(String(64))
-    members: Mapped[list[str]] = mapped_column(JSON(), default=list)
-    settings: Mapped[dict[str, Any]] = mapped_column(JSON(), default=dict)
-    description: Mapped[str] = mapped_column(Text(), default="")
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    id = column(String(64), primary_key=True)
+    lead = column(String(64))
+    members = column(JSON(), default=list)
+    settings = column(JSON(), default=dict)
+    description = column(Text(), default="")
+    created_at = column(UTCDateTime(), default=utcnow)
+    updated_at = column(UTCDateTime(), default=utcnow)
 
 
 class TeamTaskRow(Base):
@@ -330,17 +324,17 @@ class TeamTaskRow(Base):
         CheckConstraint(f"status IN {TASK_STATUSES!r}", name="status"),
     )
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    team_id: Mapped[str] = mapped_column(String(64), ForeignKey("teams.id", ondelete="CASCADE"))
-    title: Mapped[str] = mapped_column(Text())
-    description: Mapped[str] = mapped_column(Text())
-    status: Mapped[str] = mapped_column(String(16))
-    created_by: Mapped[str] = mapped_column(String(64))
-    assignee: Mapped[str | None] = mapped_column(String(64))
-    result: Mapped[str | None] = mapped_column(Text())
-    comments: Mapped[list[dict[str, str]]] = mapped_column(JSON(), default=list)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    id = column(String(32), primary_key=True)
+    team_id = column(String(64), ForeignKey("teams.id", ondelete="CASCADE"))
+    title = column(Text())
+    description = column(Text())
+    status = column(String(16))
+    created_by = column(String(64))
+    assignee = column(String(64), nullable=True)
+    result = column(Text(), nullable=True)
+    comments = column(JSON(), default=list)
+    created_at = column(UTCDateTime(), default=utcnow)
+    updated_at = column(UTCDateTime(), default=utcnow)
 
 
 class CronJobRow(Base):
@@ -357,27 +351,27 @@ class CronJobRow(Base):
         Index("ix_cron_jobs_user_id", "user_id"),
     )
 
-    id: Mapped[str] = mapped_column(String(80), primary_key=True)
-    agent_id: Mapped[str] = mapped_column(String(64))
-    session_key: Mapped[str] = mapped_column(String(255))
-    user_id: Mapped[str] = mapped_column(String(255))
-    chat: Mapped[str] = mapped_column(String(255))
-    origin: Mapped[dict[str, Any]] = mapped_column(JSON())
-    source: Mapped[str] = mapped_column(String(16))
-    kind: Mapped[str] = mapped_column(String(8))
-    spec: Mapped[str] = mapped_column(String(255))
-    timezone: Mapped[str] = mapped_column(String(64))
-    schedule: Mapped[str] = mapped_column(String(255))
-    anchor: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    message: Mapped[str] = mapped_column(Text())
-    next_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    paused: Mapped[bool] = mapped_column(Boolean(), default=False)
-    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    last_outcome: Mapped[str | None] = mapped_column(String(255))
-    last_entry: Mapped[int | None] = mapped_column(BigInteger())
+    id = column(String(80), primary_key=True)
+    agent_id = column(String(64))
+    session_key = column(String(255))
+    user_id = column(String(255))
+    chat = column(String(255))
+    origin = column(JSON())
+    source = column(String(16))
+    kind = column(String(8))
+    spec = column(String(255))
+    timezone = column(String(64))
+    schedule = column(String(255))
+    anchor = column(UTCDateTime(), nullable=True)
+    message = column(Text())
+    next_run_at = column(UTCDateTime(), nullable=True)
+    paused = column(Boolean(), default=False)
+    last_run_at = column(UTCDateTime(), nullable=True)
+    last_outcome = column(String(255), nullable=True)
+    last_entry = column(BigInteger(), nullable=True)
     """The inbox entry of the last occurrence: how its run ended is that entry's state."""
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    created_at = column(UTCDateTime(), default=utcnow)
+    updated_at = column(UTCDateTime(), default=utcnow)
 
 
 class UsageHourRow(Base):
@@ -392,16 +386,16 @@ class UsageHourRow(Base):
         Index("ix_usage_hourly_agent_id", "agent_id", "hour"),
     )
 
-    hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
-    agent_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    channel: Mapped[str] = mapped_column(String(32), primary_key=True)
-    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
-    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
-    model: Mapped[str] = mapped_column(String(128), primary_key=True)
-    input_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
-    output_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
-    cached_input_tokens: Mapped[int] = mapped_column(BigInteger(), default=0)
-    cost_usd: Mapped[float] = mapped_column(Float(), default=0.0)
-    runs: Mapped[int] = mapped_column(Integer(), default=0)
-    calls: Mapped[int] = mapped_column(Integer(), default=0)
-    unpriced_calls: Mapped[int] = mapped_column(Integer(), default=0)
+    hour = column(UTCDateTime(), primary_key=True)
+    agent_id = column(String(64), primary_key=True)
+    channel = column(String(32), primary_key=True)
+    user_id = column(String(255), primary_key=True)
+    provider = column(String(64), primary_key=True)
+    model = column(String(128), primary_key=True)
+    input_tokens = column(BigInteger(), default=0)
+    output_tokens = column(BigInteger(), default=0)
+    cached_input_tokens = column(BigInteger(), default=0)
+    cost_usd = column(Float(), default=0.0)
+    runs = column(Integer(), default=0)
+    calls = column(Integer(), default=0)
+    unpriced_calls = column(Integer(), default=0)

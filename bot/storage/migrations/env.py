@@ -1,9 +1,10 @@
 """Alembic environment.
 
-At run time ``open_database`` runs ``command.upgrade`` inside ``AsyncConnection.run_sync`` and
-hands over the sync facade of its connection in ``config.attributes["connection"]``; the
-migration then runs in that connection's transaction. The ``alembic`` command line (developers
-only) has no connection, so one is opened here from ``LOOPGATE_DATABASE_URL`` or ``-x url=...``.
+At run time ``open_database`` runs ``command.upgrade`` with a connection in a transaction (a
+SQLite lane's, or the sync facade of Postgres' async connection) and hands it over in
+``config.attributes["connection"]``; the migration then runs in that transaction. The
+``alembic`` command line (developers only) has no connection, so one is opened here from
+``LOOPGATE_DATABASE_URL`` or ``-x url=...``.
 
 ``logging.config.fileConfig`` is deliberately not called: it would replace the application's
 logging configuration every time the bot starts.

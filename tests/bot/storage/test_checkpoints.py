@@ -7,10 +7,15 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection, Row
 
 from bot.storage import _checkpoints as checkpoints
 from bot.storage import open_database
 from bot.storage._state import SqlChannelState
+
+
+def _passive(conn: Connection) -> Row[tuple[int, int, int]]:
+    return conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").one()
 
 
 async def _wal_after_writes(tmp_path: Path, name: str, writes: int, *, pause_every: int) -> int:
@@ -24,16 +29,17 @@ async def _wal_after_writes(tmp_path: Path, name: str, writes: int, *, pause_eve
             await asyncio.sleep(0.05 if pause_every and n % pause_every == 0 else 0)
         assert db.checkpoints is not None
         await db.checkpoints.aclose()
-        async with db.engine.connect() as conn:  # frames written since the log last restarted
-            result = await conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
-            return int(list(result.one())[1])
+        # frames written since the log last restarted
+        return await db.run_read(lambda conn: int(_passive(conn)[1]))
 
 
 async def test_connections_leave_checkpoints_to_the_service(tmp_path: Path) -> None:
-    db = await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db")
-    async with db, db.engine.connect() as conn:
-        result = await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")
-        assert result.scalar() == 0
+    def autocheckpoint(conn: Connection) -> int:
+        return int(conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one())
+
+    async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
+        assert await db.run_write(autocheckpoint) == 0
+        assert await db.run_read(autocheckpoint) == 0
 
 
 async def test_background_checkpoints_keep_the_log_small(

@@ -53,9 +53,9 @@ def _revision(conn: Connection) -> str | None:
 
 
 async def test_new_database_is_migrated_to_head(backend: Backend) -> None:
-    async with await backend.open() as db, db.engine.connect() as conn:
-        assert TABLES | {"alembic_version"} <= await conn.run_sync(_tables)
-        assert await conn.run_sync(_revision) == head_revision() == "0009"
+    async with await backend.open() as db:
+        assert TABLES | {"alembic_version"} <= await db.run_read(_tables)
+        assert await db.run_read(_revision) == head_revision() == "0009"
     if backend.name == "sqlite":
         assert _file_exists(backend.url.split("///", 1)[1])  # its parent dir was created
 
@@ -65,8 +65,7 @@ async def test_reopen_is_idempotent_and_keeps_data(backend: Backend) -> None:
         await _append(SqlSessionStore(db), "s", Message.user("kept"))
     async with await backend.open() as db:
         history = await SqlSessionStore(db).load_history("s")
-        async with db.engine.connect() as conn:
-            assert await conn.run_sync(_revision) == head_revision()
+        assert await db.run_read(_revision) == head_revision()
     assert [m.content for m in history.messages] == ["kept"]
 
 
@@ -91,29 +90,20 @@ async def test_models_match_migrations(db: Database) -> None:
         )
         return list(compare_metadata(context, Base.metadata))
 
-    async with db.engine.connect() as conn:
-        assert await conn.run_sync(diff) == []
+    assert await db.run_read(diff) == []
 
 
-async def test_sqlite_pragmas(tmp_path: Path) -> None:
-    async with (
-        await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db,
-        db.engine.connect() as conn,
-    ):
-        assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
-        assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar() == 1
-        assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() == 5000
-        # Negative: KiB, not pages. The lanes' own connections get the same (below).
-        assert (await conn.exec_driver_sql("PRAGMA cache_size")).scalar() == -256
-
-
-async def test_the_lanes_connections_keep_a_small_page_cache(tmp_path: Path) -> None:
-    def cache_size(conn: Connection) -> int:
-        return int(conn.exec_driver_sql("PRAGMA cache_size").scalar_one())
+async def test_sqlite_pragmas_on_the_writes_and_the_reads_connections(tmp_path: Path) -> None:
+    def pragmas(conn: Connection) -> list[Any]:
+        return [
+            conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+            for name in ("journal_mode", "foreign_keys", "busy_timeout", "cache_size")
+        ]
 
     async with await open_database(f"sqlite+aiosqlite:///{tmp_path}/x.db") as db:
-        assert await db.run_write(cache_size) == -256
-        assert await db.run_read(cache_size) == -256
+        # cache_size negative: KiB, not pages.
+        assert await db.run_write(pragmas) == ["wal", 1, 5000, -256]
+        assert await db.run_read(pragmas) == ["wal", 1, 5000, -256]
 
 
 async def test_in_memory_database_is_shared_across_sessions() -> None:
@@ -148,8 +138,8 @@ async def test_concurrent_start_up_migrates_once(backend: Backend) -> None:
     databases = await asyncio.gather(*(backend.open() for _ in range(4)))
     for database in databases:
         await database.aclose()
-    async with await backend.open() as db, db.engine.connect() as conn:
-        assert await conn.run_sync(_revision) == head_revision()
+    async with await backend.open() as db:
+        assert await db.run_read(_revision) == head_revision()
 
 
 def backend_pid(conn: Connection) -> int:
@@ -158,6 +148,7 @@ def backend_pid(conn: Connection) -> int:
 
 async def pid_held_a_moment(db: Database) -> int:
     """The backend of a pooled connection, held a moment: calls at once get one each."""
+    assert db.engine is not None  # Postgres
     async with db.engine.connect() as conn:
         pid = await conn.run_sync(backend_pid)
         await asyncio.sleep(0.05)
@@ -209,28 +200,31 @@ async def test_connections_the_server_closed_are_replaced_without_a_failed_reque
     if backend.name != "postgres":
         pytest.skip("SQLite files are not closed by a server")
 
-    async with await backend.open() as db, db.engine.connect() as admin:
-        pids = set(await asyncio.gather(*(pid_held_a_moment(db) for _ in range(3))))
-        assert len(pids) == 3  # pooled now, the admin connection not among them
-        listed = ", ".join(map(str, pids))
-        killed = await admin.exec_driver_sql(
-            f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid IN ({listed})"
-        )
-        assert killed.scalar_one() == 3
-        await admin.commit()
-
-        async def gone() -> bool:
-            found = await admin.exec_driver_sql(
-                f"SELECT count(*) FROM pg_stat_activity WHERE pid IN ({listed})"
+    async with await backend.open() as db:
+        assert db.engine is not None  # Postgres
+        async with db.engine.connect() as admin:
+            pids = set(await asyncio.gather(*(pid_held_a_moment(db) for _ in range(3))))
+            assert len(pids) == 3  # pooled now, the admin connection not among them
+            listed = ", ".join(map(str, pids))
+            killed = await admin.exec_driver_sql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                f" WHERE pid IN ({listed})"
             )
+            assert killed.scalar_one() == 3
             await admin.commit()
-            return found.scalar_one() == 0
 
-        await wait_until(gone, what="the terminated backends to exit")
-        await asyncio.sleep(0.05)  # the event loop reads their closed sockets
-        for _ in range(4):  # every pooled connection is handed out once more
-            assert await db.run_read(backend_pid) not in pids
-            assert await db.run_write(backend_pid) not in pids
+            async def gone() -> bool:
+                found = await admin.exec_driver_sql(
+                    f"SELECT count(*) FROM pg_stat_activity WHERE pid IN ({listed})"
+                )
+                await admin.commit()
+                return found.scalar_one() == 0
+
+            await wait_until(gone, what="the terminated backends to exit")
+            await asyncio.sleep(0.05)  # the event loop reads their closed sockets
+            for _ in range(4):  # every pooled connection is handed out once more
+                assert await db.run_read(backend_pid) not in pids
+                assert await db.run_write(backend_pid) not in pids
 
 
 async def test_one_statement_writes_and_reads_skip_the_transaction_round_trips_on_postgres(

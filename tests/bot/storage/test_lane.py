@@ -1,5 +1,6 @@
 """``Database.run_write``: a write transaction run whole, on a SQLite file in one hop to the
-lane's thread (bot/storage/_lane.py), on Postgres and in-memory SQLite through the async engine."""
+lane's thread (bot/storage/_lane.py), an in-memory SQLite database on its one lane, Postgres
+through the async engine."""
 
 from __future__ import annotations
 
@@ -119,10 +120,11 @@ async def test_a_cancelled_caller_keeps_the_writer_slot_until_its_transaction_en
         assert await state.get("t", "slow") == "v" and await state.get("t", "next") == "v"
 
 
-async def test_in_memory_sqlite_writes_through_its_one_shared_connection() -> None:
+async def test_in_memory_sqlite_writes_and_reads_through_its_one_shared_connection() -> None:
     async with await open_database("sqlite+aiosqlite://") as db:
         thread = await db.run_write(_put("k", "v"))
-        assert thread == threading.current_thread().name  # the async engine's greenlet
+        assert thread == "sqlite-memory_0"  # a new connection would see another, empty db
+        assert await db.run_read(lambda conn: threading.current_thread().name) == thread
         assert await SqlChannelState(db).get("t", "k") == "v"
 
 
