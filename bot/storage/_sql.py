@@ -10,6 +10,8 @@ from sqlalchemy import Table
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
 
+    from bot.storage._table import TableRow
+
 
 class Dialected(Protocol):
     """A database that names its dialect (:class:`bot.storage._db.Database`)."""
@@ -35,9 +37,7 @@ def upsert_insert(db: Dialected, table: Any) -> postgresql.Insert | sqlite.Inser
 def dialect_insert(dialect: str, table: Any) -> postgresql.Insert | sqlite.Insert:
     """:func:`upsert_insert` by dialect name, for statements built once (``functools.cache``)
     and executed with a parameter dict: on the reply path, building a statement and computing
-    its cache key cost SQLAlchemy about as much as SQLite takes to run it. Against the table,
-    not the mapped class: an ORM-enabled INSERT takes the ORM's bulk path even on a connection.
-    """
+    its cache key cost SQLAlchemy about as much as SQLite takes to run it."""
     # Imported here, so only the configured dialect loads: Postgres' keeps ~2 MiB resident
     # (its catalog, types and asyncpg glue) that a SQLite deployment never uses.
     if dialect == "postgresql":
@@ -49,12 +49,10 @@ def dialect_insert(dialect: str, table: Any) -> postgresql.Insert | sqlite.Inser
     return sqlite_insert(table)
 
 
-def table_of(model: Any) -> Table:
-    """A mapped class's table, typed as a :class:`Table` (mypy sees ``__table__`` as a
-    FromClause)."""
-    table = model.__table__
-    assert isinstance(table, Table)
-    return table
+def table_of(model: type[TableRow]) -> Table:
+    """A table class's Core :class:`Table` (``bot/storage/_table.py``), for statements that
+    list its columns (``TABLE.c``) or are built once."""
+    return model.__table__
 
 
 def clean(text: str) -> str:

@@ -1,5 +1,6 @@
-"""Table definitions. The schema itself is created by the Alembic migrations, never by
-``metadata.create_all``; ``tests/bot/storage/test_db.py`` checks both agree."""
+"""Table definitions, each a Core table declared as a class (``_table.py``: no ORM). The schema
+itself is created by the Alembic migrations, never by ``metadata.create_all``;
+``tests/bot/storage/test_db.py`` checks both agree."""
 
 from __future__ import annotations
 
