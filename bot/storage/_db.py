@@ -79,7 +79,6 @@ class Database:
     ) -> None:
         self._url = url
         self._lanes = lanes
-        self._engine = engine
         self.engine = engine
         """Postgres: SQLAlchemy's async engine (for what is not a function of a connection,
         e.g. a connection held across awaits in a test); None on SQLite."""
@@ -140,8 +139,8 @@ class Database:
         return await self._autocommit(work)
 
     async def _engine_transaction(self, work: Callable[[Connection], T]) -> T:
-        assert self._engine is not None
-        async with self._engine.begin() as conn:
+        assert self.engine is not None
+        async with self.engine.begin() as conn:
             return await conn.run_sync(work)
 
     async def _autocommit(self, work: Callable[[Connection], T]) -> T:
@@ -172,10 +171,10 @@ class Database:
         """Postgres: log ``storage.pool_too_large`` when ``pool_size`` connections do not fit in
         what the server has left. For the long-lived server (``loopgate serve``) only: a CLI
         command or the migration child never fills its pool."""
-        if self._engine is not None:
+        if self.engine is not None:
             from bot.storage._engine import check_pool_room
 
-            await check_pool_room(self._engine, pool_size)
+            await check_pool_room(self.engine, pool_size)
 
     def flush_before_close(self, flush: Callable[[], Awaitable[None]]) -> None:
         """``flush`` writes what a writer behind the runs holds (the usage rollup): awaited
@@ -191,8 +190,8 @@ class Database:
         if self._lanes is not None:
             for lane in dict.fromkeys(self._lanes):  # an in-memory database has one
                 await lane.close()
-        if self._engine is not None:
-            await self._engine.dispose()
+        if self.engine is not None:
+            await self.engine.dispose()
 
     async def __aenter__(self) -> Database:
         return self
