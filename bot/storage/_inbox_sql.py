@@ -1,6 +1,7 @@
 """The inbox's statements, built once (``functools.cache``) and executed with parameters:
 storing an entry (with its dedupe record on Postgres), updating one unless another process
-holds it, and claiming a session's entries (``bot/storage/inbox.py``)."""
+holds it, claiming a session's entries, taking a gone process's over, queueing one again and
+counting the pending ones (``bot/storage/inbox.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,19 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, case, false, func, insert, literal_column, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Row,
+    bindparam,
+    case,
+    false,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.sql.expression import BindParameter, ColumnElement, Executable
 
 from bot.storage._inbox_entry import PENDING, InboxState, message_to_json
@@ -207,3 +220,44 @@ def claim_statement(*, start_first: bool = False) -> Executable:
         .values(values)
         .returning(*t.c, started.label("started"))
     )
+
+
+RETRY_ENTRY = (
+    update(TABLE)
+    .where(TABLE.c.id == bindparam("entry_id"))
+    .values(
+        state=InboxState.QUEUED.value,
+        reason="retry requested",
+        answer=None,
+        parts=[],
+        owner=None,
+        lease_until=None,
+        received_at=bindparam("now"),  # a retry is asked for now: replay_max_age counts anew
+        updated_at=bindparam("now"),
+    )
+    .returning(*TABLE.c)
+)
+"""An entry queued again for a fresh run, its earlier answer forgotten (``entry_id``,
+``now``); returns the row, none for an unknown id."""
+COUNT_PENDING = (
+    select(TABLE.c.state, func.count()).where(is_pending(TABLE.c.state)).group_by(TABLE.c.state)
+)
+"""How many entries are in each pending state (the inbox depth)."""
+BACKLOG = (
+    select(TABLE.c.state, func.count(), func.min(TABLE.c.created_at))
+    .where(is_pending(TABLE.c.state))
+    .group_by(TABLE.c.state)
+)
+""":data:`COUNT_PENDING` with each state's oldest entry's storing time (``/metrics``)."""
+
+
+def take_over_rows(conn: Connection, *, where: Any, owner: str, until: datetime) -> list[Row[Any]]:
+    """:meth:`SqlInbox.take_over`'s transaction: the entries ``where`` selects, oldest first,
+    made ``owner``'s until ``until`` (the rows as read, before the update)."""
+    rows = list(conn.execute(select(TABLE).where(where).order_by(TABLE.c.id)).all())
+    ids = [row.id for row in rows]
+    if ids:
+        conn.execute(
+            update(TABLE).where(TABLE.c.id.in_(ids)).values(owner=owner, lease_until=until)
+        )
+    return rows

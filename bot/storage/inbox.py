@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, func, select, update
+from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.sql.expression import Executable
 
 from bot.redaction import redact
@@ -28,8 +28,10 @@ from bot.storage._inbox_entry import (
     process_owner,
 )
 from bot.storage._inbox_sql import (
+    BACKLOG,
+    COUNT_PENDING,
     INSERT_ENTRY,
-    TABLE,
+    RETRY_ENTRY,
     UNOWNED_QUEUED,
     accept_statement,
     claim_statement,
@@ -37,6 +39,7 @@ from bot.storage._inbox_sql import (
     entry_values,
     held_by_or_free,
     is_pending,
+    take_over_rows,
     update_entry,
     waiting_elsewhere,
 )
@@ -291,7 +294,7 @@ class SqlInbox:
         where = pending if all_owners else claimable(self.owner, now)
         until = now + self.lease
         rows = await self._db.run_write(
-            partial(_take_over, where=where, owner=self.owner, until=until)
+            partial(take_over_rows, where=where, owner=self.owner, until=until)
         )
         self._leases.update(dict.fromkeys((row.id for row in rows), until))
         # The rows were read before the update that made them this process's.
@@ -366,23 +369,8 @@ class SqlInbox:
 
     async def retry(self, entry_id: int) -> InboxEntry | None:
         """Queue an entry again for a fresh run (its earlier answer, if any, is forgotten)."""
-        now = utcnow()
-        statement = (
-            update(InboxRow)
-            .where(InboxRow.id == entry_id)
-            .values(
-                state=InboxState.QUEUED.value,
-                reason="retry requested",
-                answer=None,
-                parts=[],
-                owner=None,
-                lease_until=None,
-                received_at=now,  # a retry is asked for now: replay_max_age counts anew
-                updated_at=now,
-            )
-            .returning(*TABLE.c)
-        )
-        row = await self._db.run_write(lambda conn: conn.execute(statement).one_or_none())
+        params = {"entry_id": entry_id, "now": utcnow()}
+        row = await self._db.run_write(lambda conn: conn.execute(RETRY_ENTRY, params).one_or_none())
         return None if row is None else entry_of(row)
 
     async def unanswered(self, limit: int = 100) -> list[InboxEntry]:
@@ -398,24 +386,14 @@ class SqlInbox:
 
     async def counts(self) -> dict[str, int]:
         """How many entries are ``queued`` and ``running`` (the inbox depth)."""
-        query = (
-            select(InboxRow.state, func.count())
-            .where(is_pending(InboxRow.state))
-            .group_by(InboxRow.state)
-        )
-        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        rows = await self._db.run_read(lambda conn: conn.execute(COUNT_PENDING).all())
         found = {state: int(count) for state, count in rows}
         return {state.value: found.get(state.value, 0) for state in PENDING}
 
     async def backlog(self) -> tuple[dict[str, int], datetime | None]:
         """:meth:`counts`, and when the oldest pending entry was stored (None: none pending),
         in one query (``/metrics``)."""
-        query = (
-            select(InboxRow.state, func.count(), func.min(InboxRow.created_at))
-            .where(is_pending(InboxRow.state))
-            .group_by(InboxRow.state)
-        )
-        rows = await self._db.run_read(lambda conn: conn.execute(query).all())
+        rows = await self._db.run_read(lambda conn: conn.execute(BACKLOG).all())
         found = {state: (int(count), oldest) for state, count, oldest in rows}
         counts = {state.value: found.get(state.value, (0, None))[0] for state in PENDING}
         oldest = [when for _, when in found.values() if when is not None]
@@ -447,15 +425,3 @@ class SqlInbox:
         elif values.get("lease_until") is not None:
             self._leases[entry_id] = values["lease_until"]
         return changed > 0
-
-
-def _take_over(conn: Connection, *, where: Any, owner: str, until: datetime) -> list[Row[Any]]:
-    """:meth:`SqlInbox.take_over`'s transaction: the entries ``where`` selects, oldest first,
-    made ``owner``'s until ``until``."""
-    rows = list(conn.execute(select(InboxRow).where(where).order_by(InboxRow.id)).all())
-    ids = [row.id for row in rows]
-    if ids:
-        conn.execute(
-            update(InboxRow).where(InboxRow.id.in_(ids)).values(owner=owner, lease_until=until)
-        )
-    return rows
