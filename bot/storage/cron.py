@@ -80,38 +80,24 @@ def _job_of(row: Row[Any]) -> StoredCronJob:
     )
 
 
-def _row_values(
-    *,
-    job_id: str,
-    agent_id: str,
-    session_key: str,
-    user_id: str,
-    chat: str,
-    origin: InboundMessage,
-    source: str,
-    schedule: Schedule,
-    message: str,
-    next_run_at: datetime | None,
-    paused: bool,
-    now: datetime,
-) -> dict[str, Any]:
-    """A new row's columns (its last run: none yet)."""
+def _new_row(job: StoredCronJob, now: datetime) -> dict[str, Any]:
+    """A new row's columns for ``job`` (its last run: none yet)."""
     return {
-        "id": job_id,
-        "agent_id": agent_id,
-        "session_key": session_key,
-        "user_id": user_id,
-        "chat": chat,
-        "origin": message_to_json(origin),
-        "source": source,
-        "kind": schedule.kind.value,
-        "spec": schedule.spec,
-        "timezone": schedule.timezone,
-        "schedule": schedule.text,
-        "anchor": schedule.anchor,
-        "message": message,
-        "next_run_at": next_run_at,
-        "paused": paused,
+        "id": job.id,
+        "agent_id": job.agent_id,
+        "session_key": job.session_key,
+        "user_id": job.user_id,
+        "chat": job.chat,
+        "origin": message_to_json(job.origin),
+        "source": job.source,
+        "kind": job.schedule.kind.value,
+        "spec": job.schedule.spec,
+        "timezone": job.schedule.timezone,
+        "schedule": job.schedule.text,
+        "anchor": job.schedule.anchor,
+        "message": job.message,
+        "next_run_at": job.next_run_at,
+        "paused": job.paused,
         "created_at": now,
         "updated_at": now,
     }
@@ -144,21 +130,7 @@ def _put(conn: Connection, *, job: StoredCronJob) -> None:
         return
     if stored is not None:
         conn.execute(delete(CronJobRow).where(CronJobRow.id == job.id))
-    values = _row_values(
-        job_id=job.id,
-        agent_id=job.agent_id,
-        session_key=job.session_key,
-        user_id=job.user_id,
-        chat=job.chat,
-        origin=job.origin,
-        source=job.source,
-        schedule=job.schedule,
-        message=job.message,
-        next_run_at=job.next_run_at,
-        paused=job.paused,
-        now=now,
-    )
-    conn.execute(insert(CronJobRow).values(values))
+    conn.execute(insert(CronJobRow).values(_new_row(job, now)))
 
 
 def new_job_id() -> str:
@@ -182,8 +154,8 @@ class SqlCronJobs:
         source: str = SOURCE_TOOL,
     ) -> StoredCronJob:
         now = utcnow()
-        values = _row_values(
-            job_id=job_id or new_job_id(),
+        job = StoredCronJob(
+            id=job_id or new_job_id(),
             agent_id=agent_id,
             session_key=session_key,
             user_id=f"{origin.chat.channel}:{origin.sender.id}",
@@ -194,8 +166,12 @@ class SqlCronJobs:
             message=message,
             next_run_at=next_run_at,
             paused=False,
-            now=now,
+            last_run_at=None,
+            last_outcome=None,
+            last_entry=None,
+            created_at=now,
         )
+        values = _new_row(job, now)
         statement = insert(CronJobRow).values(values).returning(*_TABLE.c)
         row = await self._db.run_write(lambda conn: conn.execute(statement).one())
         return _job_of(row)
