@@ -148,7 +148,7 @@ class Database:
         async with self._autocommit_engine.connect() as conn:
             return await conn.run_sync(work)
 
-    async def _migrate(self, work: Callable[[Connection], T]) -> T:
+    async def _before_start(self, work: Callable[[Connection], T]) -> T:
         """``work`` in one transaction, outside the writer queue (nothing else runs yet)."""
         if self._lanes is not None:
             return await self._lanes[0].run(work)
@@ -251,7 +251,9 @@ async def open_database(
         raise StorageError(f"cannot open database {redact(url)}: {exc}") from exc
     apart = migrate_apart and not is_sqlite_memory(parsed)
     try:
-        done, before, after = await db._migrate(partial(_migrate, schema=schema, apart=apart))
+        done, before, after = await db._before_start(
+            partial(_migrate_to_head, schema=schema, apart=apart)
+        )
         if not done:
             await _migrate_in_child(url, schema)
         elif before != after:
@@ -318,7 +320,7 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def _migrate(
+def _migrate_to_head(
     conn: Connection, *, schema: str | None, apart: bool
 ) -> tuple[bool, str | None, str | None]:
     """Bring the schema to head in ``conn``'s transaction: (done, revision before, after).
